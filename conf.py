@@ -1,0 +1,99 @@
+"""Sphinx configuration for the JAX Remat Guide (sources in docs/, built by `nox -s docs`)."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import os
+import shutil
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+
+project = "JAX Remat Guide"
+author = "The JAX Remat Guide authors"
+copyright = "2026, the JAX Remat Guide authors"  # noqa: A001
+
+extensions = [
+    "myst_nb",
+    "sphinx_copybutton",
+    "sphinx_design",
+    "remat_site",
+]
+
+root_doc = "index"
+exclude_patterns = ["_build", "jupyter_execute", "**.ipynb_checkpoints", "_ext"]
+templates_path: list[str] = []
+html_static_path = ["docs/_static"]
+html_css_files = ["remat.css"]
+
+# --- MyST and notebook execution -----------------------------------------------------------------
+
+myst_enable_extensions = ["colon_fence", "dollarmath", "deflist", "attrs_inline"]
+myst_heading_anchors = 3
+
+# Every code cell runs at build time. A cell that raises fails the build (unless it is tagged
+# `raises-exception`, the way to show an error on purpose), and the warning names the page and the
+# cell with its traceback; `-W` in the nox session turns every warning into an error.
+nb_execution_mode = "cache"
+nb_execution_raise_on_error = True
+nb_execution_show_tb = True
+nb_execution_allow_errors = False
+nb_execution_timeout = int(os.environ.get("REMAT_GUIDE_CELL_TIMEOUT", "300"))
+nb_merge_streams = True
+
+
+def _examples_fingerprint() -> str:
+    """A hash of what a page's outputs depend on besides its own text.
+
+    Pages import their code from `src/examples`, so a change there, or another jax / jaxlib /
+    flax (or CUDA plugin) release, must re-execute every page even when no page changed. The hash
+    names the execution cache's folder: a new hash is a new, empty cache, and since the folder is a
+    configuration value, Sphinx re-reads every page when it changes.
+    """
+    digest = hashlib.sha256()
+    for path in sorted((ROOT / "src" / "examples").rglob("*.py")):
+        digest.update(path.relative_to(ROOT).as_posix().encode())
+        digest.update(path.read_bytes())
+    for dist in importlib.metadata.distributions():
+        name = (dist.metadata["Name"] or "").lower()
+        if name in {"jax", "jaxlib", "flax"} or name.startswith(("jax-cuda", "jax_cuda")):
+            digest.update(f"{name}=={dist.version}".encode())
+    return digest.hexdigest()[:16]
+
+
+_CACHE_ROOT = ROOT / "_build" / ".jupyter_cache"
+nb_execution_cache_path = str(_CACHE_ROOT / _examples_fingerprint())
+if _CACHE_ROOT.is_dir():  # caches of earlier package versions can never be hit again
+    for stale in _CACHE_ROOT.iterdir():
+        if stale.is_dir() and str(stale) != nb_execution_cache_path:
+            shutil.rmtree(stale, ignore_errors=True)
+
+# --- HTML ----------------------------------------------------------------------------------------
+
+REPOSITORY_URL = os.environ.get(
+    "REMAT_GUIDE_REPOSITORY_URL", "https://github.com/jax-remat-guide/jax-remat-guide"
+)
+
+html_theme = "sphinx_book_theme"
+html_title = "JAX Remat Guide"
+html_theme_options = {
+    "repository_url": REPOSITORY_URL,
+    "repository_branch": "main",
+    "path_to_docs": "docs",
+    "use_repository_button": True,
+    "use_download_button": True,
+    "use_source_button": True,
+    "use_issues_button": False,
+    "home_page_in_toc": True,
+    "show_toc_level": 2,
+    "navigation_with_keys": False,
+}
+html_last_updated_fmt = None
+html_copy_source = True
+
+copybutton_prompt_text = r">>> |\.\.\. |\$ "
+copybutton_prompt_is_regexp = True
+copybutton_exclude = ".linenos, .gp, .go"

@@ -1,0 +1,183 @@
+"""Build, test and check the JAX Remat Guide.
+
+    nox -s docs                 build the site into _build/html (cells executed, cached)
+    nox -s tests                pytest on CPU jaxlib, or on CUDA jaxlib where a GPU is visible
+    nox -s tests-cpu            pytest on CPU jaxlib, always
+    nox -s tests-cuda           pytest on JAX's CUDA wheels; stops at once when no GPU is visible
+    nox -s tests-installed      pytest in the current environment, installing nothing
+    nox -s browser              the built site in Chromium (after `nox -s docs`)
+    nox -s check -- PROBLEM FILE   check a solution to one of the site's problems
+    nox -s serve                live rebuild on http://127.0.0.1:8000 while writing
+    nox -s lint                 ruff check and ruff format --check
+
+Environments are reused between runs; the install step is skipped while pyproject.toml and the
+session's requirements are unchanged. With uv installed (`pip install "nox[uv]"`), nox creates
+them with uv, which is much faster; plain pip works too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import nox
+
+nox.needs_version = ">=2025.2.9"
+nox.options.default_venv_backend = "uv|virtualenv"
+nox.options.reuse_existing_virtualenvs = True
+nox.options.sessions = ["tests", "docs"]
+
+ROOT = Path(__file__).resolve().parent
+PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
+BUILD = ROOT / "_build"
+HTML = BUILD / "html"
+CUDA_EXTRA = PYPROJECT["project"]["optional-dependencies"]["cuda"]
+
+
+def _group(name: str) -> list[str]:
+    return list(nox.project.dependency_groups(PYPROJECT, name))
+
+
+def install(session: nox.Session, *requirements: str, project: bool = True) -> None:
+    """Install requirements (and this project, editable) unless the same set is already there.
+
+    A stamp in the environment records what was installed; the next run with the same
+    pyproject.toml and requirements skips the installer altogether, which keeps a rebuild fast.
+    """
+    key = hashlib.sha256(
+        json.dumps([sorted(requirements), project, (ROOT / "pyproject.toml").read_text()]).encode()
+    ).hexdigest()
+    stamp = Path(session.virtualenv.location) / ".remat-guide-installed"
+    if stamp.is_file() and stamp.read_text() == key:
+        session.log("requirements unchanged since the last run: nothing to install")
+        return
+    stamp.unlink(missing_ok=True)
+    if requirements:
+        session.install(*requirements)
+    if project:
+        session.install("-e", ".")
+    stamp.write_text(key)
+
+
+def visible_gpus() -> list[str]:
+    """The NVIDIA GPUs `nvidia-smi -L` lists; empty where there is none or no driver."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return []
+    try:
+        out = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [line for line in out.stdout.splitlines() if line.startswith("GPU ")]
+
+
+def run_pytest(session: nox.Session, backend: str | None) -> None:
+    env = {"REMAT_GUIDE_EXPECT_BACKEND": backend} if backend else {}
+    if backend == "gpu":
+        env["JAX_PLATFORMS"] = "cuda"  # fail loudly instead of falling back to the CPU
+    args = session.posargs or ["-m", "not browser"]
+    session.run("python", "-m", "pytest", *args, env=env)
+
+
+@nox.session(venv_backend="none")
+def tests(session: nox.Session) -> None:
+    """pytest against CUDA jaxlib where a GPU is visible, else against CPU jaxlib."""
+    flavour = "tests-cuda" if visible_gpus() else "tests-cpu"
+    session.log(f"running {flavour} ({'a GPU is' if flavour == 'tests-cuda' else 'no GPU is'} "
+                "visible to nvidia-smi)")
+    session.notify(flavour, posargs=session.posargs)
+
+
+@nox.session(name="tests-cpu")
+def tests_cpu(session: nox.Session) -> None:
+    """pytest against CPU jaxlib."""
+    install(session, *_group("test"))
+    run_pytest(session, "cpu")
+
+
+@nox.session(name="tests-cuda")
+def tests_cuda(session: nox.Session) -> None:
+    """pytest against JAX's CUDA wheels; stops before installing anything when no GPU is visible."""
+    gpus = visible_gpus()
+    if not gpus:
+        session.error(
+            "tests-cuda needs an NVIDIA GPU, and `nvidia-smi -L` lists none on this machine "
+            "(no driver, or no device visible). Run `nox -s tests-cpu` here instead."
+        )
+    session.log("GPUs: " + "; ".join(gpus))
+    install(session, *_group("test"), *CUDA_EXTRA)
+    run_pytest(session, "gpu")
+
+
+@nox.session(name="tests-installed", venv_backend="none")
+def tests_installed(session: nox.Session) -> None:
+    """pytest in the current environment, installing nothing (a GPU box without network, say)."""
+    missing = []
+    for module in ("jax", "flax", "pytest", "matplotlib"):
+        try:
+            session.run("python", "-c", f"import {module}", silent=True, log=False)
+        except nox.command.CommandFailed:
+            missing.append(module)
+    if missing:
+        session.error(
+            "tests-installed runs in the current Python environment, which lacks "
+            + ", ".join(missing)
+            + ". Install them, or use `nox -s tests` where packages can be downloaded."
+        )
+    backend = os.environ.get("REMAT_GUIDE_EXPECT_BACKEND")
+    run_pytest(session, backend)
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build the site into _build/html, executing every cell; warnings are errors.
+
+    Extra arguments go to sphinx-build (e.g. `nox -s docs -- -E` to re-read every page).
+    """
+    install(session, *_group("docs"))
+    session.run(
+        "sphinx-build", "-b", "html", "-W", "--keep-going", "-n",
+        "-c", str(ROOT), "-d", str(BUILD / ".doctrees"),
+        str(ROOT / "docs"), str(HTML), *session.posargs,
+    )
+    session.log(f"open {HTML / 'index.html'}")
+
+
+@nox.session
+def serve(session: nox.Session) -> None:
+    """Rebuild and reload in the browser while writing: http://127.0.0.1:8000."""
+    install(session, *_group("serve"))
+    session.run(
+        "sphinx-autobuild", "--host", "127.0.0.1", "--port", "8000",
+        "--watch", str(ROOT / "src" / "examples"), "--watch", str(ROOT / "conf.py"),
+        "-c", str(ROOT), "-d", str(BUILD / ".doctrees"),
+        str(ROOT / "docs"), str(HTML), *session.posargs,
+    )
+
+
+@nox.session
+def browser(session: nox.Session) -> None:
+    """Drive the built site in Chromium: console errors, accessibility, search, buttons."""
+    if not (HTML / "index.html").is_file():
+        session.error(f"no built site at {HTML}: run `nox -s docs` first")
+    install(session, *_group("browser"), project=False)
+    session.run("python", "-m", "pytest", "-m", "browser", *session.posargs)
+
+
+@nox.session
+def check(session: nox.Session) -> None:
+    """Check a solution: `nox -s check -- PROBLEM FILE` (no arguments lists the problems)."""
+    install(session)
+    session.run("python", "-m", "examples.check", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff check and ruff format --check over the whole repository."""
+    install(session, *_group("lint"), project=False)
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")

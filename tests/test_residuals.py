@@ -1,0 +1,164 @@
+"""examples.residuals against JAX's own print_saved_residuals, line by line."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.ad_checkpoint import checkpoint_name, print_saved_residuals
+
+from examples.residuals import format_bytes, relative_source, saved_residuals
+
+PATH = re.compile(r" from \S+?(:\d+(?::\d+)?) \(")
+
+
+def _g(w, x):
+    return jnp.sin(w @ x)
+
+
+def _chain(w1, w2, w3, x):
+    return _g(w3, _g(w2, _g(w1, x)))
+
+
+def _named(w1, w2, x):
+    a = checkpoint_name(_g(w1, x), "a")
+    return jnp.sum(checkpoint_name(_g(w2, a), "b") ** 2)
+
+
+@jax.jit
+def _jitted_inner(x):
+    return jnp.exp(x) * 2.0
+
+
+def _with_jit(x):
+    return jnp.sum(_jitted_inner(x) ** 2)
+
+
+def _chain_remat_each(w1, w2, w3, x):
+    g = jax.checkpoint(_g)
+    return g(w3, g(w2, g(w1, x)))
+
+
+def _pytree(params, x):
+    for w in params["layers"]:
+        x = jnp.tanh(w @ x)
+    return x.sum()
+
+
+CHAIN_ARGS = (jnp.ones((5, 4)), jnp.ones((6, 5)), jnp.ones((7, 6)), jnp.ones(4))
+CASES = {
+    "chain": (_chain, CHAIN_ARGS),
+    "chain-remat-each": (_chain_remat_each, CHAIN_ARGS),
+    "dots-policy": (
+        jax.checkpoint(_chain, policy=jax.checkpoint_policies.dots_with_no_batch_dims_saveable),
+        CHAIN_ARGS,
+    ),
+    "named": (
+        jax.checkpoint(_named, policy=jax.checkpoint_policies.save_only_these_names("a")),
+        (jnp.ones((3, 3)), jnp.ones((3, 3)), jnp.ones(3)),
+    ),
+    "jitted": (_with_jit, (jnp.arange(4.0),)),
+    "pytree": (_pytree, ({"layers": [jnp.eye(3), 2 * jnp.eye(3)]}, jnp.ones(3))),
+    "bf16": (lambda x: jnp.sum(jnp.sin(x) ** 2), (jnp.ones((2, 8), jnp.bfloat16),)),
+}
+
+
+def _jax_lines(f, *args):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        print_saved_residuals(f, *args)
+    return out.getvalue().splitlines()
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_lines_match_print_saved_residuals_but_for_the_path(case):
+    f, args = CASES[case]
+    ours = str(saved_residuals(f, *args)).splitlines()
+    theirs = _jax_lines(f, *args)
+    assert len(ours) == len(theirs) > 0
+    for mine, jax_line in zip(ours, theirs, strict=True):
+        assert PATH.sub(r" from PATH\1 (", mine) == PATH.sub(r" from PATH\1 (", jax_line)
+        assert "/" not in mine.split(" from ", 1)[-1].split(":")[0] or "examples/" in mine
+
+
+def test_structure_of_the_plain_chain():
+    listing = saved_residuals(_chain, *CHAIN_ARGS)
+    kinds = [r.kind for r in listing]
+    assert kinds == ["argument"] * 4 + ["output"] * 5
+    assert [r.argument for r in listing.of_kind("argument")] == ["w1", "w2", "w3", "x"]
+    assert [r.primitive for r in listing.of_kind("output")] == ["sin", "cos", "sin", "cos", "cos"]
+    assert [r.shape for r in listing.of_kind("output")] == [(5,), (5,), (6,), (6,), (7,)]
+    assert all(r.dtype == np.float32 for r in listing)
+    # Bytes: every residual is float32; count elements independently of the module.
+    elements = sum(int(np.prod(a.shape)) for a in CHAIN_ARGS) + 5 + 5 + 6 + 6 + 7
+    assert listing.nbytes == 4 * elements
+    assert listing.excluding_arguments().nbytes == 4 * (5 + 5 + 6 + 6 + 7)
+    assert all(r.source.startswith("test_residuals.py:") for r in listing.of_kind("output"))
+    assert all(r.source.endswith("(_g)") for r in listing.of_kind("output"))
+
+
+def test_named_values_and_policy():
+    f, args = CASES["named"]
+    listing = saved_residuals(f, *args)
+    named = listing.of_kind("named")
+    assert [r.name for r in named] == ["a"]
+    assert named[0].shape == (3,)
+    assert listing.summary().startswith(f"{len(listing)} residuals")
+
+
+def test_bfloat16_bytes():
+    f, args = CASES["bf16"]
+    listing = saved_residuals(f, *args)
+    computed = listing.excluding_arguments()
+    assert computed, "sin and cos of x must be saved for the backward pass"
+    assert all(r.dtype == jnp.bfloat16 and r.nbytes == 16 * 2 for r in computed)
+
+
+def test_checkpoint_drops_residuals_in_between():
+    plain = saved_residuals(_chain, *CHAIN_ARGS).excluding_arguments()
+    remat = saved_residuals(jax.checkpoint(_chain), *CHAIN_ARGS).excluding_arguments()
+    assert len(remat) == 0 < len(plain)
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("/tmp/ipykernel_1130/1801108376.py:6:9 (g)", "<cell>:6:9 (g)"),
+        ("/home/someone/work/model.py:12 (layer)", "model.py:12 (layer)"),
+        ("unknown", "unknown"),
+    ],
+)
+def test_relative_source(source, expected):
+    assert relative_source(source) == expected
+
+
+def test_package_files_are_named_relative_to_the_package():
+    import examples.residuals as module
+
+    assert relative_source(f"{module.__file__}:3:1 (f)") == "examples/residuals.py:3:1 (f)"
+
+
+@pytest.mark.parametrize(
+    ("n", "text"), [(0, "0 B"), (1023, "1023 B"), (1536, "1.5 KiB"), (3 * 2**20, "3.0 MiB")]
+)
+def test_format_bytes(n, text):
+    assert format_bytes(n) == text
+
+
+def test_unknown_description_is_a_clear_error():
+    from examples.residuals import _parse
+
+    with pytest.raises(ValueError, match="does not understand"):
+        _parse("f32[]", (), np.float32, "saved for reasons unknown")
+
+
+def test_partial_and_kwargs():
+    f = partial(_chain, jnp.ones((5, 4)))
+    listing = saved_residuals(f, jnp.ones((6, 5)), jnp.ones((7, 6)), x=jnp.ones(4))
+    assert len(listing.of_kind("output")) == 5
