@@ -64,12 +64,27 @@ def _examples_fingerprint() -> str:
     return digest.hexdigest()[:16]
 
 
-_CACHE_ROOT = ROOT / "_build" / ".jupyter_cache"
+# REMAT_GUIDE_BUILD_DIR lets several builds run side by side without sharing a cache.
+BUILD_DIR = Path(os.environ.get("REMAT_GUIDE_BUILD_DIR", ROOT / "_build"))
+_CACHE_ROOT = BUILD_DIR / ".jupyter_cache"
 nb_execution_cache_path = str(_CACHE_ROOT / _examples_fingerprint())
 if _CACHE_ROOT.is_dir():  # caches of earlier package versions can never be hit again
     for stale in _CACHE_ROOT.iterdir():
         if stale.is_dir() and str(stale) != nb_execution_cache_path:
             shutil.rmtree(stale, ignore_errors=True)
+
+# While writing one page: REMAT_GUIDE_EXECUTE_ONLY="tutorial/*" executes only the pages whose
+# document names match (fnmatch patterns, comma-separated); the others render without outputs.
+if _only := os.environ.get("REMAT_GUIDE_EXECUTE_ONLY"):
+    import fnmatch
+
+    _patterns = [p.strip() for p in _only.split(",") if p.strip()]
+    nb_execution_excludepatterns = [
+        page.relative_to(ROOT / "docs").as_posix()
+        for page in (ROOT / "docs").rglob("*.md")
+        if not any(fnmatch.fnmatch(page.relative_to(ROOT / "docs").with_suffix("").as_posix(), p)
+                   for p in _patterns)
+    ]
 
 # --- HTML ----------------------------------------------------------------------------------------
 
