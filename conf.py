@@ -43,6 +43,8 @@ nb_execution_show_tb = True
 nb_execution_allow_errors = False
 nb_execution_timeout = int(os.environ.get("REMAT_GUIDE_CELL_TIMEOUT", "300"))
 nb_merge_streams = True
+# Markdown that a cell outputs (tables, say) is rendered with MyST, so that tables work.
+nb_render_markdown_format = "myst"
 
 
 def _examples_fingerprint() -> str:

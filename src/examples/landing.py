@@ -1,0 +1,88 @@
+"""The landing page's picture: memory against computation for one gradient, measured.
+
+A 16-layer tanh MLP written as a ``jax.lax.scan`` over stacked weights (the usual shape of a deep
+model), differentiated three ways: as written, with the scanned layer checkpointed under a policy
+that keeps matrix products, and with the layer checkpointed keeping nothing. For each, the
+temporary memory XLA allocates for ``jax.grad`` and the FLOPs it counts (its memory and cost
+analyses of the compiled gradient).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from examples.measure import compiled_stats
+
+
+def layer(w: jax.Array, x: jax.Array) -> jax.Array:
+    return jnp.tanh(x @ w)
+
+
+def make_loss(layer_fn: Callable[[jax.Array, jax.Array], jax.Array]) -> Callable[..., jax.Array]:
+    """Mean square of the network's output; ``layer_fn`` is applied once per stacked weight."""
+
+    def loss(weights: jax.Array, x: jax.Array) -> jax.Array:
+        y, _ = jax.lax.scan(lambda h, w: (layer_fn(w, h), None), x, weights)
+        return jnp.mean(y**2)
+
+    return loss
+
+
+STRATEGIES: dict[str, Callable[[jax.Array, jax.Array], jax.Array]] = {
+    "no checkpoint": layer,
+    "checkpoint, keep matmuls": jax.checkpoint(
+        layer, policy=jax.checkpoint_policies.dots_with_no_batch_dims_saveable
+    ),
+    "checkpoint, keep nothing": jax.checkpoint(layer),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Tradeoff:
+    strategy: str
+    temp_bytes: int
+    flops: float
+    relative_flops: float  #: FLOPs divided by those of "no checkpoint"
+
+
+def inputs(depth: int = 16, batch: int = 64, width: int = 128, seed: int = 0) -> tuple[Any, Any]:
+    kw, kx = jax.random.split(jax.random.key(seed))
+    weights = jax.random.normal(kw, (depth, width, width)) / jnp.sqrt(width)
+    return weights, jax.random.normal(kx, (batch, width))
+
+
+def measure(depth: int = 16, batch: int = 64, width: int = 128) -> list[Tradeoff]:
+    weights, x = inputs(depth, batch, width)
+    stats = {
+        name: compiled_stats(jax.grad(make_loss(fn)), weights, x)
+        for name, fn in STRATEGIES.items()
+    }
+    base = stats["no checkpoint"].flops
+    return [
+        Tradeoff(name, s.temp_bytes, s.flops, s.flops / base if base else float("nan"))
+        for name, s in stats.items()
+    ]
+
+
+def plot(rows: list[Tradeoff]):
+    """Two bar charts side by side: XLA's temporary memory, and FLOPs relative to no remat."""
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(8.5, 2.6), layout="constrained")
+    labels = [r.strategy for r in rows]
+    colors = ["#4C72B0", "#55A868", "#C44E52"][: len(rows)]
+    left.barh(labels, [r.temp_bytes / 2**20 for r in rows], color=colors)
+    left.set_xlabel("temporary memory for one gradient (MiB)")
+    right.barh(labels, [r.relative_flops for r in rows], color=colors)
+    right.set_xlabel("FLOPs, relative to no checkpoint")
+    right.axvline(1.0, color="grey", linewidth=0.8, linestyle=":")
+    right.set_yticklabels([])
+    for ax in (left, right):
+        ax.invert_yaxis()
+        ax.spines[["top", "right"]].set_visible(False)
+    return fig
