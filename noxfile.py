@@ -22,6 +22,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import nox
@@ -75,12 +76,12 @@ def visible_gpus() -> list[str]:
     return [line for line in out.stdout.splitlines() if line.startswith("GPU ")]
 
 
-def run_pytest(session: nox.Session, backend: str | None) -> None:
+def run_pytest(session: nox.Session, backend: str | None, python: str = "python") -> None:
     env = {"REMAT_GUIDE_EXPECT_BACKEND": backend} if backend else {}
     if backend == "gpu":
         env["JAX_PLATFORMS"] = "cuda"  # fail loudly instead of falling back to the CPU
     args = session.posargs or ["-m", "not browser"]
-    session.run("python", "-m", "pytest", *args, env=env)
+    session.run(python, "-m", "pytest", *args, env=env)
 
 
 @nox.session(venv_backend="none")
@@ -106,7 +107,7 @@ def tests_cuda(session: nox.Session) -> None:
     if not gpus:
         session.error(
             "tests-cuda needs an NVIDIA GPU, and `nvidia-smi -L` lists none on this machine "
-            "(no driver, or no device visible). Run `nox -s tests-cpu` here instead."
+            "(no driver, or no device visible). Run `nox -s tests-cpu` here instead"
         )
     session.log("GPUs: " + "; ".join(gpus))
     install(session, *_group("test"), *CUDA_EXTRA)
@@ -116,20 +117,23 @@ def tests_cuda(session: nox.Session) -> None:
 @nox.session(name="tests-installed", venv_backend="none")
 def tests_installed(session: nox.Session) -> None:
     """pytest in the current environment, installing nothing (a GPU box without network, say)."""
-    missing = []
-    for module in ("jax", "flax", "pytest", "matplotlib"):
-        try:
-            session.run("python", "-c", f"import {module}", silent=True, log=False)
-        except nox.command.CommandFailed:
-            missing.append(module)
+    import importlib.util
+
+    missing = [
+        module
+        for module in ("jax", "flax", "pytest", "matplotlib")
+        if importlib.util.find_spec(module) is None
+    ]
     if missing:
         session.error(
             "tests-installed runs in the current Python environment, which lacks "
             + ", ".join(missing)
-            + ". Install them, or use `nox -s tests` where packages can be downloaded."
+            + ". Install them, or use `nox -s tests` where packages can be downloaded"
         )
     backend = os.environ.get("REMAT_GUIDE_EXPECT_BACKEND")
-    run_pytest(session, backend)
+    if backend is None and visible_gpus():
+        backend = "gpu"  # a visible GPU that JAX does not use is an error, not a CPU run
+    run_pytest(session, backend, python=sys.executable)
 
 
 @nox.session
@@ -163,7 +167,7 @@ def serve(session: nox.Session) -> None:
 def browser(session: nox.Session) -> None:
     """Drive the built site in Chromium: console errors, accessibility, search, buttons."""
     if not (HTML / "index.html").is_file():
-        session.error(f"no built site at {HTML}: run `nox -s docs` first")
+        session.error(f"no built site at {HTML}; run `nox -s docs` first")
     install(session, *_group("browser"), project=False)
     session.run("python", "-m", "pytest", "-m", "browser", *session.posargs)
 
