@@ -24,8 +24,9 @@ def test_gradients_do_not_depend_on_the_strategy():
     h = np.asarray(x, np.float64)
     for w in np.asarray(weights, np.float64):
         h = np.tanh(h @ w)
-    np.testing.assert_allclose(make_loss(STRATEGIES["no checkpoint"])(weights, x),
-                               np.mean(h**2), rtol=1e-5)
+    np.testing.assert_allclose(
+        make_loss(STRATEGIES["no checkpoint"])(weights, x), np.mean(h**2), rtol=1e-5
+    )
     grads = [jax.grad(make_loss(fn))(weights, x) for fn in STRATEGIES.values()]
     for other in grads[1:]:
         np.testing.assert_allclose(grads[0], other, rtol=1e-5, atol=1e-7)

@@ -8,7 +8,7 @@ from examples.paths import scrub_paths
 
 
 def test_notebook_cells_become_cell():
-    text = 'File /tmp/ipykernel_1130/1801108376.py:6, in g(W, x)'
+    text = "File /tmp/ipykernel_1130/1801108376.py:6, in g(W, x)"
     assert scrub_paths(text) == "File <cell>:6, in g(W, x)"
 
 

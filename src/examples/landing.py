@@ -59,8 +59,7 @@ def inputs(depth: int = 16, batch: int = 64, width: int = 128, seed: int = 0) ->
 def measure(depth: int = 16, batch: int = 64, width: int = 128) -> list[Tradeoff]:
     weights, x = inputs(depth, batch, width)
     stats = {
-        name: compiled_stats(jax.grad(make_loss(fn)), weights, x)
-        for name, fn in STRATEGIES.items()
+        name: compiled_stats(jax.grad(make_loss(fn)), weights, x) for name, fn in STRATEGIES.items()
     }
     base = stats["no checkpoint"].flops
     return [
