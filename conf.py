@@ -21,6 +21,7 @@ extensions = [
     "sphinx_copybutton",
     "sphinx_design",
     "remat_site",
+    "offline_mathjax",
 ]
 
 root_doc = "index"
