@@ -82,8 +82,10 @@ if _only := os.environ.get("REMAT_GUIDE_EXECUTE_ONLY"):
     import fnmatch
 
     _patterns = [p.strip() for p in _only.split(",") if p.strip()]
+    # Absolute paths: myst-nb matches patterns from the right, so "index.md" would also
+    # exclude "problems/index.md".
     nb_execution_excludepatterns = [
-        page.relative_to(ROOT / "docs").as_posix()
+        page.as_posix()
         for page in (ROOT / "docs").rglob("*.md")
         if not any(fnmatch.fnmatch(page.relative_to(ROOT / "docs").with_suffix("").as_posix(), p)
                    for p in _patterns)

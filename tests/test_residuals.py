@@ -162,3 +162,27 @@ def test_partial_and_kwargs():
     f = partial(_chain, jnp.ones((5, 4)))
     listing = saved_residuals(f, jnp.ones((6, 5)), jnp.ones((7, 6)), x=jnp.ones(4))
     assert len(listing.of_kind("output")) == 5
+
+
+@pytest.mark.parametrize(
+    ("description", "kind", "detail"),
+    [
+        ("output of jitted function 'g' from ", "jitted", "g"),
+        ("output of remat2 from ", "output", "remat2"),
+    ],
+)
+def test_descriptions_without_a_source(description, kind, detail):
+    """JAX leaves the source empty where it knows none (nested jit or linen checkpoint)."""
+    from examples.residuals import _parse
+
+    residual = _parse("f32[3]", (3,), np.float32, description)
+    assert (residual.kind, residual.detail, residual.source) == (kind, detail, None)
+    assert residual.describe() == f"f32[3] {description}"
+
+
+def test_jitted_function_outputs_are_listed_as_such():
+    inner = jax.jit(lambda x: jnp.sin(x) * 2.0)
+    listing = saved_residuals(lambda x: inner(x) * 3.0, jnp.arange(3.0))
+    jitted = listing.of_kind("jitted")
+    assert jitted, str(listing)
+    assert all(r.detail == "<lambda>" and r.shape == (3,) for r in jitted)

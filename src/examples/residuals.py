@@ -29,9 +29,10 @@ _PACKAGE_DIR = Path(__file__).resolve().parent
 # "output of sin from /path/to/file.py:7:9 (g)" and its relatives, as JAX words them.
 _DESCRIPTIONS: list[tuple[Kind, re.Pattern[str]]] = [
     ("argument", re.compile(r"^from the argument (?P<detail>.+)$")),
-    ("named", re.compile(r"^named '(?P<detail>.*)' from (?P<source>.+)$")),
-    ("jitted", re.compile(r"^output of jitted function '(?P<detail>.*)' from (?P<source>.+)$")),
-    ("output", re.compile(r"^output of (?P<detail>\S+) from (?P<source>.+)$")),
+    # JAX leaves the source empty where it knows none (e.g. under jax.jit of a checkpoint).
+    ("named", re.compile(r"^named '(?P<detail>.*)' from ?(?P<source>.*)$")),
+    ("jitted", re.compile(r"^output of jitted function '(?P<detail>.*)' from ?(?P<source>.*)$")),
+    ("output", re.compile(r"^output of (?P<detail>\S+) from ?(?P<source>.*)$")),
     ("literal", re.compile(r"^from a literal$")),
     ("constant", re.compile(r"^from a constant$")),
 ]
@@ -73,11 +74,12 @@ class Residual:
 
     def describe(self) -> str:
         """The line ``print_saved_residuals`` would print, with a package-relative path."""
+        source = self.source or ""
         what = {
             "argument": lambda: f"from the argument {self.detail}",
-            "output": lambda: f"output of {self.detail} from {self.source}",
-            "named": lambda: f"named '{self.detail}' from {self.source}",
-            "jitted": lambda: f"output of jitted function '{self.detail}' from {self.source}",
+            "output": lambda: f"output of {self.detail} from {source}",
+            "named": lambda: f"named '{self.detail}' from {source}",
+            "jitted": lambda: f"output of jitted function '{self.detail}' from {source}",
             "literal": lambda: "from a literal",
             "constant": lambda: "from a constant",
         }[self.kind]()
@@ -144,7 +146,7 @@ def _parse(type_str: str, shape: tuple[int, ...], dtype: Any, description: str) 
                 dtype=np.dtype(dtype),
                 kind=kind,
                 detail=groups.get("detail"),
-                source=None if source is None else relative_source(source),
+                source=relative_source(source) if source else None,
                 type_str=type_str,
             )
     raise ValueError(
