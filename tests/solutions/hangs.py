@@ -1,0 +1,3 @@
+def checkpoint_dot_policy(w1, w2, x):
+    while True:
+        pass
