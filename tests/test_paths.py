@@ -31,3 +31,12 @@ def test_interpreter_prefix_is_named_python():
 def test_text_without_paths_is_unchanged():
     text = "f32[5] output of sin from examples/tutorial.py:6:9 (g)\n1/2 = 0.5"
     assert scrub_paths(text, roots=["/srv/x"]) == text
+
+
+def test_package_files_are_named_from_the_package():
+    import examples.migration as module
+
+    text = f"error while tracing step at {module.__file__}:239 for checkpoint"
+    assert (
+        scrub_paths(text) == "error while tracing step at examples/migration.py:239 for checkpoint"
+    )

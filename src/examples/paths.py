@@ -14,13 +14,17 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
+#: The folder that holds this package (``src/`` in a checkout): its files are shown as
+#: ``examples/...`` wherever they appear.
+_PACKAGE_PARENT = Path(__file__).resolve().parent.parent
+
 _CELL = re.compile(r"(?:[A-Za-z]:)?[/\\][^\s\"'<>]*?ipykernel_\d+[/\\]\d+\.py")
 _SITE_PACKAGES = re.compile(r"(?:[A-Za-z]:)?[/\\][^\s\"'<>]*?[/\\](?:site|dist)-packages[/\\]")
 
 
 def _prefixes(roots: Iterable[str | Path]) -> list[str]:
     found = {str(Path(r)) for r in roots if r}
-    found |= {sys.prefix, sys.base_prefix, sys.exec_prefix}
+    found |= {sys.prefix, sys.base_prefix, sys.exec_prefix, str(_PACKAGE_PARENT)}
     # Longest first, so that a venv inside the repository is matched before the repository.
     return sorted((p.rstrip("/\\") for p in found if len(p) > 1), key=len, reverse=True)
 
@@ -28,8 +32,9 @@ def _prefixes(roots: Iterable[str | Path]) -> list[str]:
 def scrub_paths(text: str, roots: Iterable[str | Path] = ()) -> str:
     """Replace machine-specific absolute paths in ``text``.
 
-    ``roots`` are folders whose paths become relative (the repository root, say); the
-    interpreter's prefixes are always among them (shown as ``<python>``).
+    ``roots`` are folders whose paths become relative (the repository root, say); the folder
+    holding the ``examples`` package is always among them, and so are the interpreter's prefixes
+    (shown as ``<python>``).
     """
     text = _CELL.sub("<cell>", text)
     text = _SITE_PACKAGES.sub("", text)

@@ -103,12 +103,16 @@ class Residuals(tuple[Residual, ...]):
     def summary(self) -> str:
         computed = self.excluding_arguments()
         return (
-            f"{len(self)} residuals, {format_bytes(self.nbytes)}; "
+            f"{_count(len(self), 'residual')}, {format_bytes(self.nbytes)}; "
             f"{len(computed)} computed on the forward pass, {format_bytes(computed.nbytes)}"
         )
 
     def __str__(self) -> str:
         return "\n".join(r.describe() for r in self)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def relative_source(source: str) -> str:

@@ -1,0 +1,288 @@
+"""The migration notes' examples: JAX's new ``jax.checkpoint`` (PR 11830), checked on today's JAX.
+
+Each function here backs one point of ``docs/notes/new-checkpoint-implementation.md`` and is
+tested in ``tests/test_migration.py``. Functions that demonstrate an error return what was raised
+(:class:`Raised`) instead of raising, so the page and the tests read the same object.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from examples.measure import Timing, time_call
+from examples.paths import scrub_paths
+from examples.residuals import Residuals, saved_residuals
+
+# --- 1. The switch that is gone ------------------------------------------------------------------
+
+#: The three ways jax <= 0.3.16 offered to turn the new implementation off.
+OLD_SWITCHES = {
+    "environment variable": "JAX_NEW_CHECKPOINT=0",
+    "config update": "jax.config.update('jax_new_checkpoint', False)",
+    "absl flag": "--jax_new_checkpoint=False",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Raised:
+    """An exception's type and first line(s), with build-machine paths removed."""
+
+    type: str
+    message: str
+
+    @classmethod
+    def of(cls, error: BaseException, lines: int | None = None) -> Raised:
+        text = scrub_paths(str(error)).strip()
+        if lines is not None:
+            text = "\n".join(text.splitlines()[:lines])
+        return cls(type(error).__name__, text)
+
+    def __str__(self) -> str:
+        return f"{self.type}: {self.message}"
+
+
+def _raised(call: Callable[[], Any], lines: int | None = None) -> Raised | None:
+    try:
+        call()
+    except Exception as error:  # the point is to show whatever today's JAX raises
+        return Raised.of(error, lines)
+    return None
+
+
+def set_old_config_option() -> Raised | None:
+    """What ``jax.config.update('jax_new_checkpoint', False)`` does on the installed JAX."""
+    return _raised(lambda: jax.config.update("jax_new_checkpoint", False))
+
+
+def old_environment_variable_effect() -> str:
+    """Start Python with ``JAX_NEW_CHECKPOINT=0`` and report whether JAX notices.
+
+    Returns the child's report: the JAX version and the remat primitive it traces, which is the
+    same as without the variable when the variable is ignored.
+    """
+    child = (
+        "import jax, jax.numpy as jnp\n"
+        "jaxpr = jax.make_jaxpr(jax.grad(jax.checkpoint(jnp.sin)))(1.0)\n"
+        "prims = sorted({e.primitive.name for e in jaxpr.eqns})\n"
+        "print(jax.__version__, prims)\n"
+    )
+    env = {**os.environ, "JAX_NEW_CHECKPOINT": "0", "JAX_PLATFORMS": "cpu"}
+    done = subprocess.run(
+        [sys.executable, "-c", child], env=env, capture_output=True, text=True, timeout=120
+    )
+    if done.returncode != 0:
+        return "error: " + scrub_paths(done.stderr.strip().splitlines()[-1])
+    return done.stdout.strip()
+
+
+def remat_primitive_names() -> list[str]:
+    """The primitives ``jax.grad(jax.checkpoint(sin))`` traces to in this process."""
+    jaxpr = jax.make_jaxpr(jax.grad(jax.checkpoint(jnp.sin)))(1.0)
+    return sorted({eqn.primitive.name for eqn in jaxpr.eqns})
+
+
+# --- 2a. Policies --------------------------------------------------------------------------------
+
+
+def apply_layer(W: jax.Array, x: jax.Array) -> jax.Array:
+    return jnp.sin(W @ x)
+
+
+def predict(params: list[jax.Array], x: jax.Array) -> jax.Array:
+    """Every matrix but the last is a sine layer; the last is a plain product."""
+    *hidden, last = params
+    for W in hidden:
+        x = apply_layer(W, x)
+    return last @ x
+
+
+predict_keeping_dots = jax.checkpoint(predict, policy=jax.checkpoint_policies.checkpoint_dots)
+
+
+def predict_inputs(width: int = 4, layers: int = 3, seed: int = 0) -> tuple[list[jax.Array], Any]:
+    keys = jax.random.split(jax.random.key(seed), layers + 1)
+    params = [jax.random.normal(k, (width, width)) / np.sqrt(width) for k in keys[:-1]]
+    return params, jax.random.normal(keys[-1], (width,))
+
+
+def summed(f: Callable[..., jax.Array]) -> Callable[..., jax.Array]:
+    """``f`` with its output summed: a scalar loss to take gradients of (same argument names)."""
+
+    @functools.wraps(f)
+    def loss(*args: Any) -> jax.Array:
+        return jnp.sum(f(*args))
+
+    return loss
+
+
+def predict_residuals() -> dict[str, Residuals]:
+    params, x = predict_inputs()
+    return {
+        "no checkpoint": saved_residuals(summed(predict), params, x),
+        "checkpoint_dots": saved_residuals(summed(predict_keeping_dots), params, x),
+    }
+
+
+# --- 2b. Constants are rematerialized too --------------------------------------------------------
+
+CONSTANT_SIZE = 1_000_000
+
+
+def weighted_sum(x: jax.Array) -> jax.Array:
+    """``a`` is computed inside the function but does not depend on its argument."""
+    a = jnp.sin(jnp.arange(CONSTANT_SIZE, dtype=jnp.float32) / CONSTANT_SIZE)
+    return jnp.sum(a * x)
+
+
+def constant_residuals() -> dict[str, Residuals]:
+    return {
+        "no checkpoint": saved_residuals(weighted_sum, 2.0),
+        "jax.checkpoint": saved_residuals(jax.checkpoint(weighted_sum), 2.0),
+    }
+
+
+# --- 2c. Python overhead in eager use ------------------------------------------------------------
+
+
+def _small_model(x: jax.Array) -> jax.Array:
+    for _ in range(8):
+        x = jnp.tanh(x) * 1.5
+    return jnp.sum(x)
+
+
+def eager_overhead(repeats: int = 20) -> dict[str, Timing]:
+    """Seconds per gradient of a small checkpointed function, op by op and compiled."""
+    x = jnp.linspace(-1.0, 1.0, 16)
+    grad_remat = jax.grad(jax.checkpoint(_small_model))
+    return {
+        "eager, no checkpoint": time_call(jax.grad(_small_model), x, repeats=repeats),
+        "eager, jax.checkpoint": time_call(grad_remat, x, repeats=repeats),
+        "jit, jax.checkpoint": time_call(jax.jit(grad_remat), x, repeats=repeats),
+    }
+
+
+# --- 3a. Numerics --------------------------------------------------------------------------------
+
+
+def mlp_loss(params: list[jax.Array], x: jax.Array) -> jax.Array:
+    for W in params:
+        x = jnp.tanh(x @ W)
+    return jnp.mean(x**2)
+
+
+def mlp_loss_float64(params: list[np.ndarray], x: np.ndarray) -> tuple[float, list[np.ndarray]]:
+    """Loss and gradient in NumPy float64, by hand: an independent reference."""
+    params = [np.asarray(W, np.float64) for W in params]
+    hs = [np.asarray(x, np.float64)]
+    for W in params:
+        hs.append(np.tanh(hs[-1] @ W))
+    out = hs[-1]
+    grad_out = 2 * out / out.size
+    grads = []
+    for W, h_in, h_out in zip(reversed(params), reversed(hs[:-1]), reversed(hs[1:]), strict=True):
+        z_bar = grad_out * (1 - h_out**2)
+        grads.append(h_in.T @ z_bar)
+        grad_out = z_bar @ W.T
+    return float(np.mean(out**2)), grads[::-1]
+
+
+@dataclasses.dataclass(frozen=True)
+class Drift:
+    """How far float32 gradients computed different ways are from each other and from float64."""
+
+    between_variants: float  #: max |a - b| over variants and entries
+    from_float64: float  #: max relative error of any variant against the float64 reference
+    float32_eps: float
+
+
+def numerical_drift(width: int = 64, layers: int = 6, batch: int = 32) -> Drift:
+    keys = jax.random.split(jax.random.key(1), layers + 1)
+    params = [jax.random.normal(k, (width, width)) / np.sqrt(width) for k in keys[:-1]]
+    x = jax.random.normal(keys[-1], (batch, width))
+    variants = [
+        jax.jit(jax.grad(mlp_loss)),
+        jax.jit(jax.grad(jax.checkpoint(mlp_loss))),
+        jax.jit(
+            jax.grad(
+                jax.checkpoint(
+                    mlp_loss, policy=jax.checkpoint_policies.dots_with_no_batch_dims_saveable
+                )
+            )
+        ),
+    ]
+    with jax.default_matmul_precision("highest"):
+        grads = [[np.asarray(g) for g in v(params, x)] for v in variants]
+    _, reference = mlp_loss_float64(params, np.asarray(x))
+    between = max(
+        float(np.max(np.abs(a - b)))
+        for other in grads[1:]
+        for a, b in zip(grads[0], other, strict=True)
+    )
+    scale = max(float(np.max(np.abs(r))) for r in reference)
+    worst = max(
+        float(np.max(np.abs(g - r))) / scale
+        for variant in grads
+        for g, r in zip(variant, reference, strict=True)
+    )
+    return Drift(between, worst, float(np.finfo(np.float32).eps))
+
+
+# --- 3b. concrete=True is gone: static_argnums ---------------------------------------------------
+
+
+def try_concrete_option() -> Raised | None:
+    """What ``jax.checkpoint(f, concrete=True)`` does on the installed JAX."""
+    return _raised(lambda: jax.checkpoint(jnp.sin, concrete=True), lines=1)
+
+
+@jax.checkpoint
+def step_traced_flag(x: jax.Array, is_training: bool) -> jax.Array:
+    """The old pattern: a Python ``if`` on an argument that ``jax.checkpoint`` traces."""
+    if is_training:
+        return jnp.sin(x) * 2.0
+    return jnp.cos(x)
+
+
+@partial(jax.checkpoint, static_argnums=(1,))
+def step(x: jax.Array, is_training: bool) -> jax.Array:
+    """The fix: ``is_training`` is static, so the ``if`` sees a Python bool."""
+    if is_training:
+        return jnp.sin(x) * 2.0
+    return jnp.cos(x)
+
+
+def grad_with_traced_flag() -> Raised | None:
+    return _raised(lambda: jax.grad(step_traced_flag)(0.5, True), lines=2)
+
+
+# --- 3c. ensure_compile_time_eval ----------------------------------------------------------------
+
+
+@partial(jax.checkpoint, static_argnums=(1,))
+def scaled_by_sum_of_squares(x: jax.Array, n: int) -> jax.Array:
+    """Scales ``x`` by 0² + 1² + ... + (n-1)², a number Python needs while tracing."""
+    with jax.ensure_compile_time_eval():
+        total = int(jnp.sum(jnp.arange(n) ** 2))  # concrete: computed now, not staged out
+    return x * total
+
+
+@partial(jax.checkpoint, static_argnums=(1,))
+def scaled_by_sum_of_squares_staged(x: jax.Array, n: int) -> jax.Array:
+    """The same without ``ensure_compile_time_eval``: ``int()`` meets a tracer."""
+    total = int(jnp.sum(jnp.arange(n) ** 2))
+    return x * total
+
+
+def grad_without_compile_time_eval() -> Raised | None:
+    return _raised(lambda: jax.grad(scaled_by_sum_of_squares_staged)(1.0, 4), lines=1)
