@@ -1,0 +1,490 @@
+"""What each checkpoint policy costs on a stack of transformer blocks, measured.
+
+For every policy: bytes of residuals one block keeps, XLA's compiled memory and FLOPs for one
+gradient of the whole stack, and the step time of ``jax.jit(jax.grad(loss))``. The same code
+runs at any size; ``python -m examples.explorer --size medium --out FILE.json`` writes the results
+with the device, backend and versions, so runs on other machines can be committed under
+``docs/explorer/data/`` and shown beside the page's own run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.ad_checkpoint import checkpoint_name
+
+from examples.measure import compiled_stats, format_seconds, time_call
+from examples.residuals import format_bytes, saved_residuals
+from examples.runinfo import collect
+
+SCHEMA = "jax-remat-guide/explorer/1"
+P = jax.checkpoint_policies
+
+# --- the model ---------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    layers: int
+    batch: int
+    seq: int
+    width: int
+    heads: int
+    mlp_ratio: int = 4
+
+    def __post_init__(self) -> None:
+        if self.width % self.heads:
+            raise ValueError(f"width {self.width} is not divisible by heads {self.heads}")
+
+
+SIZES = {
+    "tiny": Config(layers=2, batch=2, seq=8, width=16, heads=2),
+    "small": Config(layers=6, batch=4, seq=128, width=128, heads=4),
+    "medium": Config(layers=12, batch=8, seq=1024, width=1024, heads=16),
+    "large": Config(layers=24, batch=16, seq=2048, width=2048, heads=16),
+}
+
+
+def init_params(cfg: Config, seed: int = 0) -> dict[str, jax.Array]:
+    """Weights of all layers, stacked along a leading layer axis for ``jax.lax.scan``."""
+    d, h = cfg.width, cfg.mlp_ratio * cfg.width
+    shapes = {"wqkv": (d, 3 * d), "wo": (d, d), "w1": (d, h), "w2": (h, d)}
+    keys = jax.random.split(jax.random.key(seed), len(shapes))
+    return {
+        name: jax.random.normal(k, (cfg.layers, *shape)) / math.sqrt(shape[0])
+        for k, (name, shape) in zip(keys, shapes.items(), strict=True)
+    }
+
+
+def init_inputs(cfg: Config, seed: int = 1) -> jax.Array:
+    return jax.random.normal(jax.random.key(seed), (cfg.batch, cfg.seq, cfg.width))
+
+
+def _rms_norm(x: jax.Array) -> jax.Array:
+    return x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + 1e-6)
+
+
+def block(h: jax.Array, p: dict[str, jax.Array], heads: int) -> jax.Array:
+    """Pre-norm self-attention and MLP with residual connections, for one layer's weights."""
+    b, s, d = h.shape
+    q, k, v = jnp.split(_rms_norm(h) @ p["wqkv"], 3, axis=-1)
+    q, k, v = (t.reshape(b, s, heads, d // heads) for t in (q, k, v))
+    logits = jnp.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(d // heads)
+    logits = checkpoint_name(logits, "attn_logits")
+    attended = jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(logits, axis=-1), v)
+    h = h + attended.reshape(b, s, d) @ p["wo"]
+    hidden = checkpoint_name(jax.nn.gelu(_rms_norm(h) @ p["w1"]), "mlp_hidden")
+    return h + hidden @ p["w2"]
+
+
+NO_REMAT = "no remat"
+
+#: The policies measured on the page: name -> policy (``None`` for no ``jax.checkpoint``).
+POLICIES: dict[str, Any] = {
+    NO_REMAT: None,
+    "everything_saveable": P.everything_saveable,
+    "dots_saveable": P.dots_saveable,
+    "dots_with_no_batch_dims_saveable": P.dots_with_no_batch_dims_saveable,
+    "save_only_these_names(mlp_hidden)": P.save_only_these_names("mlp_hidden"),
+    "save_anything_except_these_names(attn_logits)": P.save_anything_except_these_names(
+        "attn_logits"
+    ),
+    "save_from_both_policies(no-batch dots, mlp_hidden)": P.save_from_both_policies(
+        P.dots_with_no_batch_dims_saveable, P.save_only_these_names("mlp_hidden")
+    ),
+    "offload mlp_hidden to pinned_host": P.save_and_offload_only_these_names(
+        names_which_can_be_saved=[],
+        names_which_can_be_offloaded=["mlp_hidden"],
+        offload_src="device",
+        offload_dst="pinned_host",
+    ),
+    "nothing_saveable": P.nothing_saveable,
+}
+
+
+def layer_fn(cfg: Config, policy: Any) -> Callable[[jax.Array, dict[str, jax.Array]], jax.Array]:
+    fn = lambda h, p: block(h, p, cfg.heads)
+    return fn if policy is None else jax.checkpoint(fn, policy=policy)
+
+
+def make_loss(cfg: Config, policy: Any) -> Callable[[dict[str, jax.Array], jax.Array], jax.Array]:
+    """Scan the (possibly checkpointed) block over the layers; mean square of the output."""
+    body = layer_fn(cfg, policy)
+
+    def loss(params: dict[str, jax.Array], x: jax.Array) -> jax.Array:
+        out, _ = jax.lax.scan(lambda h, p: (body(h, p), None), x, params)
+        return jnp.mean(out**2)
+
+    return loss
+
+
+def loss_float64(cfg: Config, params: dict[str, Any], x: Any) -> float:
+    """The same loss in NumPy float64, as an independent reference."""
+    h = np.asarray(x, np.float64)
+    b, s, d = h.shape
+    dh = d // cfg.heads
+
+    def norm(t):
+        return t / np.sqrt(np.mean(t * t, axis=-1, keepdims=True) + 1e-6)
+
+    def gelu(t):  # jax.nn.gelu's default tanh approximation
+        return 0.5 * t * (1 + np.tanh(np.sqrt(2 / np.pi) * (t + 0.044715 * t**3)))
+
+    for i in range(cfg.layers):
+        w = {k: np.asarray(v[i], np.float64) for k, v in params.items()}
+        q, k, v = np.split(norm(h) @ w["wqkv"], 3, axis=-1)
+        q, k, v = (t.reshape(b, s, cfg.heads, dh) for t in (q, k, v))
+        logits = np.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(dh)
+        weights = np.exp(logits - logits.max(-1, keepdims=True))
+        weights /= weights.sum(-1, keepdims=True)
+        h = h + np.einsum("bhqk,bkhd->bqhd", weights, v).reshape(b, s, d) @ w["wo"]
+        h = h + gelu(norm(h) @ w["w1"]) @ w["w2"]
+    return float(np.mean(h**2))
+
+
+# --- measurements ------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Result:
+    policy: str
+    residual_bytes_per_layer: int  #: computed by one block and kept (its input excluded)
+    temp_bytes: int  #: XLA's temporary memory for one gradient of the whole stack
+    argument_bytes: int
+    host_temp_bytes: int | None
+    flops: float | None
+    step_time_s: float | None
+
+
+def _layer_residual_bytes(cfg: Config, policy: Any, params: dict, x: jax.Array) -> int:
+    one_layer = {k: v[0] for k, v in params.items()}
+    listing = saved_residuals(layer_fn(cfg, policy), x, one_layer)
+    return listing.excluding_arguments().nbytes
+
+
+def measure(
+    cfg: Config,
+    policies: Sequence[str] | None = None,
+    repeats: int = 5,
+    time_steps: bool = True,
+) -> list[Result]:
+    """Measure every named policy (all of :data:`POLICIES` by default) on the model ``cfg``."""
+    names = list(POLICIES) if policies is None else list(policies)
+    unknown = [n for n in names if n not in POLICIES]
+    if unknown:
+        raise KeyError(f"unknown policies {unknown}; known: {list(POLICIES)}")
+    params, x = init_params(cfg), init_inputs(cfg)
+    results = []
+    for name in names:
+        grad = jax.grad(make_loss(cfg, POLICIES[name]))
+        stats = compiled_stats(grad, params, x)
+        step = time_call(jax.jit(grad), params, x, repeats=repeats) if time_steps else None
+        results.append(
+            Result(
+                policy=name,
+                residual_bytes_per_layer=_layer_residual_bytes(cfg, POLICIES[name], params, x),
+                temp_bytes=stats.temp_bytes,
+                argument_bytes=stats.argument_bytes,
+                host_temp_bytes=stats.host_temp_bytes,
+                flops=stats.flops,
+                step_time_s=None if step is None else step.median_s,
+            )
+        )
+    return results
+
+
+@dataclasses.dataclass(frozen=True)
+class DepthPoint:
+    policy: str
+    layers: int
+    temp_bytes: int
+
+
+DEPTH_POLICIES = (NO_REMAT, "dots_with_no_batch_dims_saveable", "nothing_saveable")
+
+
+def depth_sweep(
+    cfg: Config, layers: Sequence[int] = (2, 4, 8, 16), policies: Sequence[str] = DEPTH_POLICIES
+) -> list[DepthPoint]:
+    """Compiled temporary memory against the number of layers (compilation only, no timing)."""
+    points = []
+    for depth in layers:
+        c = dataclasses.replace(cfg, layers=depth)
+        params, x = init_params(c), init_inputs(c)
+        for name in policies:
+            stats = compiled_stats(jax.grad(make_loss(c, POLICIES[name])), params, x)
+            points.append(DepthPoint(name, depth, stats.temp_bytes))
+    return points
+
+
+# --- results as data ---------------------------------------------------------------------------
+
+
+class ExplorerDataError(ValueError):
+    """A results file that is not what ``python -m examples.explorer`` writes."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    runinfo: dict[str, Any]
+    config: Config
+    results: list[Result]
+    depth: list[DepthPoint]
+
+    def label(self) -> str:
+        info = self.runinfo
+        return f"{info['device']} ({info['backend']}, jax {info['jax']})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "runinfo": self.runinfo,
+            "config": dataclasses.asdict(self.config),
+            "results": [dataclasses.asdict(r) for r in self.results],
+            "depth": [dataclasses.asdict(p) for p in self.depth],
+        }
+
+
+def run(cfg: Config, repeats: int = 5, layers: Sequence[int] = (2, 4, 8, 16)) -> Run:
+    return Run(collect().as_dict(), cfg, measure(cfg, repeats=repeats), depth_sweep(cfg, layers))
+
+
+def save(run_: Run, path: str | Path) -> None:
+    Path(path).write_text(json.dumps(run_.to_json(), indent=1) + "\n", encoding="utf-8")
+
+
+def _build(cls: type, data: Any, where: str) -> Any:
+    if not isinstance(data, dict):
+        raise ExplorerDataError(f"{where}: expected an object, found {type(data).__name__}")
+    fields = {f.name for f in dataclasses.fields(cls)}
+    missing = sorted(fields - set(data))
+    if missing:
+        raise ExplorerDataError(f"{where}: missing {', '.join(missing)}")
+    try:
+        return cls(**{k: data[k] for k in fields})
+    except (TypeError, ValueError) as err:
+        raise ExplorerDataError(f"{where}: {err}") from err
+
+
+def load(path: str | Path) -> Run:
+    """Read a results file, checking its shape; errors name the file and the problem."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ExplorerDataError(f"{path.name}: not JSON ({err})") from err
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        found = data.get("schema") if isinstance(data, dict) else None
+        raise ExplorerDataError(f"{path.name}: schema is {found!r}, expected {SCHEMA!r}")
+    for key, kind in (("runinfo", dict), ("results", list), ("depth", list)):
+        if not isinstance(data.get(key), kind):
+            raise ExplorerDataError(f"{path.name}: '{key}' must be a {kind.__name__}")
+    for key in ("device", "backend", "jax"):
+        if key not in data["runinfo"]:
+            raise ExplorerDataError(f"{path.name}: runinfo lacks '{key}'")
+    return Run(
+        data["runinfo"],
+        _build(Config, data.get("config"), f"{path.name}: config"),
+        [_build(Result, r, f"{path.name}: results[{i}]") for i, r in enumerate(data["results"])],
+        [_build(DepthPoint, p, f"{path.name}: depth[{i}]") for i, p in enumerate(data["depth"])],
+    )
+
+
+def load_all(folder: str | Path) -> list[Run]:
+    return [load(p) for p in sorted(Path(folder).glob("*.json"))]
+
+
+# --- tables and plots --------------------------------------------------------------------------
+
+
+def table_markdown(results: Sequence[Result]) -> str:
+    base = next((r for r in results if r.policy == NO_REMAT), None)
+    lines = [
+        "| policy | kept per layer | temp memory | FLOPs vs. no remat | step time |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for r in results:
+        ratio = f"{r.flops / base.flops:.2f}×" if base and r.flops and base.flops else "n/a"
+        step = format_seconds(r.step_time_s) if r.step_time_s else "n/a"
+        lines.append(
+            f"| {r.policy} | {format_bytes(r.residual_bytes_per_layer)} | "
+            f"{format_bytes(r.temp_bytes)} | {ratio} | {step} |"
+        )
+    return "\n".join(lines)
+
+
+def plot_tradeoff(runs: Sequence[tuple[str, Sequence[Result]]]):
+    """Compiled temporary memory against step time, one panel per run."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(
+        1, len(runs), figsize=(6.2 * len(runs), 4.2), layout="constrained", squeeze=False
+    )
+    for ax, (title, results) in zip(axes[0], runs, strict=True):
+        for i, r in enumerate(results):
+            if r.step_time_s is None:
+                continue
+            ax.scatter(r.step_time_s * 1e3, r.temp_bytes / 2**20, s=40, color=f"C{i % 10}")
+            ax.annotate(
+                r.policy.split("(")[0],
+                (r.step_time_s * 1e3, r.temp_bytes / 2**20),
+                textcoords="offset points",
+                xytext=(5, 3),
+                fontsize=8,
+            )
+        ax.set_xlabel("step time of jit(grad) (ms)")
+        ax.set_ylabel("XLA temporary memory (MiB)")
+        ax.set_title(title, fontsize=10)
+        ax.spines[["top", "right"]].set_visible(False)
+    return fig
+
+
+def plot_depth(points: Sequence[DepthPoint], title: str = ""):
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.2, 3.8), layout="constrained")
+    for name in dict.fromkeys(p.policy for p in points):
+        mine = [p for p in points if p.policy == name]
+        ax.plot([p.layers for p in mine], [p.temp_bytes / 2**20 for p in mine], "o-", label=name)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("layers")
+    ax.set_ylabel("XLA temporary memory (MiB)")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8, frameon=False)
+    ax.spines[["top", "right"]].set_visible(False)
+    return fig
+
+
+# --- the reader's own function -----------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    """The table ``compare_policies`` returns; renders as HTML in a notebook."""
+
+    results: list[Result]
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        return [dataclasses.asdict(r) for r in self.results]
+
+    def __str__(self) -> str:
+        return table_markdown(self.results)
+
+    def _repr_markdown_(self) -> str:
+        return table_markdown(self.results)
+
+    def plot(self):
+        return plot_tradeoff([("your function", self.results)])
+
+
+def compare_policies(
+    fn: Callable[..., Any],
+    *args: Any,
+    policies: dict[str, Any] | Sequence[str] | None = None,
+    repeats: int = 5,
+) -> Comparison:
+    """Measure ``jax.grad(jax.checkpoint(fn, policy=...))`` for several policies.
+
+    ``fn`` must return a real scalar and take at least one floating-point array; gradients are
+    taken with respect to all of its arguments. ``policies`` is a dict of name -> policy, a list
+    of names from :data:`POLICIES`, or ``None`` for a default set. Each row gives the bytes JAX
+    keeps for the backward pass, XLA's temporary memory and FLOPs, and the median step time.
+    """
+    leaves = jax.tree_util.tree_leaves(args)
+    if not any(
+        isinstance(leaf, (jax.Array, np.ndarray)) and jnp.issubdtype(leaf.dtype, jnp.floating)
+        for leaf in leaves
+    ):
+        raise TypeError(
+            "compare_policies needs at least one floating-point array among the arguments of "
+            f"{getattr(fn, '__name__', fn)!r} to differentiate with respect to"
+        )
+    try:
+        out = jax.eval_shape(fn, *args)
+    except Exception as err:
+        raise ValueError(f"calling {getattr(fn, '__name__', fn)!r} failed: {err}") from err
+    if not isinstance(out, jax.ShapeDtypeStruct) or out.shape != ():
+        raise ValueError(
+            f"compare_policies needs a function that returns a scalar (a loss); "
+            f"{getattr(fn, '__name__', fn)!r} returns {out}"
+        )
+    if not jnp.issubdtype(out.dtype, jnp.floating):
+        raise TypeError(
+            f"{getattr(fn, '__name__', fn)!r} returns {out.dtype}, which cannot be "
+            "differentiated: return a floating-point scalar"
+        )
+    if policies is None:
+        policies = [
+            NO_REMAT,
+            "dots_saveable",
+            "dots_with_no_batch_dims_saveable",
+            "nothing_saveable",
+        ]
+    chosen = policies if isinstance(policies, dict) else {n: POLICIES[n] for n in policies}
+    argnums = tuple(range(len(args)))
+    results = []
+    for name, policy in chosen.items():
+        f = fn if policy is None else jax.checkpoint(fn, policy=policy)
+        grad = jax.grad(f, argnums=argnums, allow_int=True)
+        try:
+            stats = compiled_stats(grad, *args)
+        except Exception as err:
+            raise ValueError(f"jax.grad of {getattr(fn, '__name__', fn)!r} failed: {err}") from err
+        results.append(
+            Result(
+                policy=name,
+                residual_bytes_per_layer=saved_residuals(f, *args).excluding_arguments().nbytes,
+                temp_bytes=stats.temp_bytes,
+                argument_bytes=stats.argument_bytes,
+                host_temp_bytes=stats.host_temp_bytes,
+                flops=stats.flops,
+                step_time_s=time_call(jax.jit(grad), *args, repeats=repeats).median_s,
+            )
+        )
+    return Comparison(results)
+
+
+# --- command line ------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m examples.explorer",
+        description="Measure every checkpoint policy on a stack of transformer blocks.",
+    )
+    parser.add_argument("--size", choices=sorted(SIZES), default="small")
+    parser.add_argument("--layers", type=int)
+    parser.add_argument("--batch", type=int)
+    parser.add_argument("--seq", type=int)
+    parser.add_argument("--width", type=int)
+    parser.add_argument("--heads", type=int)
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--out", type=Path, help="write the results to this JSON file")
+    ns = parser.parse_args(argv)
+    overrides = {k: getattr(ns, k) for k in ("layers", "batch", "seq", "width", "heads")}
+    cfg = dataclasses.replace(SIZES[ns.size], **{k: v for k, v in overrides.items() if v})
+    if ns.out is not None and ns.out.exists():
+        print(f"{ns.out} exists; not overwriting it (remove it first)", file=sys.stderr)
+        return 2
+    result = run(cfg, repeats=ns.repeats)
+    print(f"# {result.label()}  {cfg}")
+    print(table_markdown(result.results))
+    if ns.out is not None:
+        save(result, ns.out)
+        print(f"wrote {ns.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
