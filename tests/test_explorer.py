@@ -157,3 +157,22 @@ def test_gpu_memory_ordering_matches_the_cpu_ordering():
     temp = {r.policy: r.temp_bytes for r in e.measure(cfg, names, time_steps=False)}
     assert temp[e.NO_REMAT] > temp["dots_saveable"] > temp["nothing_saveable"]
     assert temp["dots_with_no_batch_dims_saveable"] > temp["nothing_saveable"]
+
+
+def _scanned_loss(weights, x, policy=None):
+    def layer(h, w):
+        return h + jnp.tanh(h @ w), None
+
+    body = layer if policy is None else jax.checkpoint(layer, policy=policy)
+    h, _ = jax.lax.scan(body, x, weights)
+    return jnp.mean(h**2)
+
+
+def test_compare_policies_passes_the_policy_to_functions_that_take_one():
+    weights, x = jnp.ones((6, 32, 32)) / 32, jnp.ones((64, 32))
+    table = e.compare_policies(
+        _scanned_loss, weights, x, policies=[e.NO_REMAT, "nothing_saveable"], repeats=1
+    )
+    rows = {r.policy: r for r in table.results}
+    assert rows["nothing_saveable"].temp_bytes < rows[e.NO_REMAT].temp_bytes
+    assert rows["nothing_saveable"].flops > rows[e.NO_REMAT].flops

@@ -22,7 +22,10 @@ def test_whole_function_and_last_stage_save_no_compiled_memory():
     temp = {k: stats.temp_bytes for k, (_, stats) in costs.items()}
     assert temp["whole function"] >= temp["nowhere"]
     assert temp["last stage"] >= temp["nowhere"]
-    assert temp["first two stages"] < temp["nowhere"]
+    # Checkpointing the first two stages does drop residuals at the JAX level; whether XLA's
+    # compiled memory follows depends on the backend (it did on CPU, not on an H100 under jit).
+    kept = {k: listing.excluding_arguments().nbytes for k, (listing, _) in costs.items()}
+    assert kept["first two stages"] < kept["nowhere"]
 
 
 def test_policy_none_means_save_nothing():

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
+import inspect
 import json
 import math
 import sys
@@ -400,6 +402,10 @@ def compare_policies(
     taken with respect to all of its arguments. ``policies`` is a dict of name -> policy, a list
     of names from :data:`POLICIES`, or ``None`` for a default set. Each row gives the bytes JAX
     keeps for the backward pass, XLA's temporary memory and FLOPs, and the median step time.
+
+    By default the whole of ``fn`` is wrapped in ``jax.checkpoint``. If ``fn`` takes a keyword
+    argument ``policy``, it is called with each policy instead (``None`` meaning: no
+    ``jax.checkpoint``), so that it can apply the policy where it belongs, e.g. to a scan body.
     """
     leaves = jax.tree_util.tree_leaves(args)
     if not any(
@@ -411,7 +417,12 @@ def compare_policies(
             f"{getattr(fn, '__name__', fn)!r} to differentiate with respect to"
         )
     try:
-        out = jax.eval_shape(fn, *args)
+        out = jax.eval_shape(
+            functools.partial(fn, policy=None)
+            if "policy" in inspect.signature(fn).parameters
+            else fn,
+            *args,
+        )
     except Exception as err:
         raise ValueError(f"calling {getattr(fn, '__name__', fn)!r} failed: {err}") from err
     if not isinstance(out, jax.ShapeDtypeStruct) or out.shape != ():
@@ -434,8 +445,12 @@ def compare_policies(
     chosen = policies if isinstance(policies, dict) else {n: POLICIES[n] for n in policies}
     argnums = tuple(range(len(args)))
     results = []
+    takes_policy = "policy" in inspect.signature(fn).parameters
     for name, policy in chosen.items():
-        f = fn if policy is None else jax.checkpoint(fn, policy=policy)
+        if takes_policy:
+            f = functools.partial(fn, policy=policy)
+        else:
+            f = fn if policy is None else jax.checkpoint(fn, policy=policy)
         grad = jax.grad(f, argnums=argnums, allow_int=True)
         try:
             stats = compiled_stats(grad, *args)
