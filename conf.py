@@ -14,7 +14,7 @@ sys.path.insert(0, str(ROOT / "docs" / "_ext"))
 
 project = "JAX Remat Guide"
 author = "The JAX Remat Guide authors"
-copyright = "2026, the JAX Remat Guide authors"  # noqa: A001
+copyright = "2026, the JAX Remat Guide authors"
 
 extensions = [
     "myst_nb",
@@ -87,8 +87,10 @@ if _only := os.environ.get("REMAT_GUIDE_EXECUTE_ONLY"):
     nb_execution_excludepatterns = [
         page.as_posix()
         for page in (ROOT / "docs").rglob("*.md")
-        if not any(fnmatch.fnmatch(page.relative_to(ROOT / "docs").with_suffix("").as_posix(), p)
-                   for p in _patterns)
+        if not any(
+            fnmatch.fnmatch(page.relative_to(ROOT / "docs").with_suffix("").as_posix(), p)
+            for p in _patterns
+        )
     ]
 
 # --- HTML ----------------------------------------------------------------------------------------

@@ -88,8 +88,10 @@ def run_pytest(session: nox.Session, backend: str | None, python: str = "python"
 def tests(session: nox.Session) -> None:
     """pytest against CUDA jaxlib where a GPU is visible, else against CPU jaxlib."""
     flavour = "tests-cuda" if visible_gpus() else "tests-cpu"
-    session.log(f"running {flavour} ({'a GPU is' if flavour == 'tests-cuda' else 'no GPU is'} "
-                "visible to nvidia-smi)")
+    session.log(
+        f"running {flavour} ({'a GPU is' if flavour == 'tests-cuda' else 'no GPU is'} "
+        "visible to nvidia-smi)"
+    )
     session.notify(flavour, posargs=session.posargs)
 
 
@@ -144,9 +146,19 @@ def docs(session: nox.Session) -> None:
     """
     install(session, *_group("docs"))
     session.run(
-        "sphinx-build", "-b", "html", "-W", "--keep-going", "-n",
-        "-c", str(ROOT), "-d", str(BUILD / ".doctrees"),
-        str(ROOT / "docs"), str(HTML), *session.posargs,
+        "sphinx-build",
+        "-b",
+        "html",
+        "-W",
+        "--keep-going",
+        "-n",
+        "-c",
+        str(ROOT),
+        "-d",
+        str(BUILD / ".doctrees"),
+        str(ROOT / "docs"),
+        str(HTML),
+        *session.posargs,
     )
     session.log(f"open {HTML / 'index.html'}")
 
@@ -156,10 +168,22 @@ def serve(session: nox.Session) -> None:
     """Rebuild and reload in the browser while writing: http://127.0.0.1:8000."""
     install(session, *_group("serve"))
     session.run(
-        "sphinx-autobuild", "--host", "127.0.0.1", "--port", "8000",
-        "--watch", str(ROOT / "src" / "examples"), "--watch", str(ROOT / "conf.py"),
-        "-c", str(ROOT), "-d", str(BUILD / ".doctrees"),
-        str(ROOT / "docs"), str(HTML), *session.posargs,
+        "sphinx-autobuild",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "8000",
+        "--watch",
+        str(ROOT / "src" / "examples"),
+        "--watch",
+        str(ROOT / "conf.py"),
+        "-c",
+        str(ROOT),
+        "-d",
+        str(BUILD / ".doctrees"),
+        str(ROOT / "docs"),
+        str(HTML),
+        *session.posargs,
     )
 
 
