@@ -65,6 +65,15 @@ def set_old_config_option() -> Raised | None:
     return _raised(lambda: jax.config.update("jax_new_checkpoint", False))
 
 
+def config_knows(option: str) -> bool:
+    """Whether the installed JAX has a config option of this name (flags and env vars included).
+
+    Config options double as environment variables and absl flags, so an unknown option is
+    unknown all three ways.
+    """
+    return hasattr(jax.config, option)
+
+
 def old_environment_variable_effect() -> str:
     """Start Python with ``JAX_NEW_CHECKPOINT=0`` and report whether JAX notices.
 
@@ -109,6 +118,13 @@ def predict(params: list[jax.Array], x: jax.Array) -> jax.Array:
 
 predict_keeping_dots = jax.checkpoint(predict, policy=jax.checkpoint_policies.checkpoint_dots)
 
+#: The three ways of running ``predict`` that the page compares.
+PREDICT_VARIANTS: dict[str, Callable[..., jax.Array]] = {
+    "no checkpoint": predict,
+    "jax.checkpoint, no policy": jax.checkpoint(predict),
+    "jax.checkpoint, checkpoint_dots": predict_keeping_dots,
+}
+
 
 def predict_inputs(width: int = 4, layers: int = 3, seed: int = 0) -> tuple[list[jax.Array], Any]:
     keys = jax.random.split(jax.random.key(seed), layers + 1)
@@ -128,10 +144,7 @@ def summed(f: Callable[..., jax.Array]) -> Callable[..., jax.Array]:
 
 def predict_residuals() -> dict[str, Residuals]:
     params, x = predict_inputs()
-    return {
-        "no checkpoint": saved_residuals(summed(predict), params, x),
-        "checkpoint_dots": saved_residuals(summed(predict_keeping_dots), params, x),
-    }
+    return {name: saved_residuals(summed(f), params, x) for name, f in PREDICT_VARIANTS.items()}
 
 
 # --- 2b. Constants are rematerialized too --------------------------------------------------------
@@ -172,6 +185,54 @@ def eager_overhead(repeats: int = 20) -> dict[str, Timing]:
     }
 
 
+# --- 2d. What the simpler internals made possible ---------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchingDemo:
+    """What happened when a function with a custom batching rule ran under ``vmap``."""
+
+    result: np.ndarray
+    reference: np.ndarray  #: the same values from a Python loop over the rows
+    rule_calls: tuple[int, ...]  #: the batch size the rule was called with, once per trace
+
+
+def batching_rule_under_checkpoint(rows: int = 3, width: int = 5) -> BatchingDemo:
+    """``jax.vmap(jax.checkpoint(f))`` where ``f`` has a ``custom_vmap`` rule.
+
+    The rule computes all the squared norms in one ``einsum`` instead of letting ``vmap`` batch
+    ``dot``; it records each call, so that the caller can see that it was used.
+    """
+    calls: list[int] = []
+
+    @jax.custom_batching.custom_vmap
+    def squared_norm(v: jax.Array) -> jax.Array:
+        return jnp.dot(v, v)
+
+    @squared_norm.def_vmap
+    def _rule(axis_size: int, in_batched: list[bool], v: jax.Array) -> tuple[jax.Array, bool]:
+        calls.append(axis_size)
+        if not in_batched[0]:
+            return jnp.dot(v, v), False
+        return jnp.einsum("bi,bi->b", v, v), True
+
+    vs = jnp.arange(rows * width, dtype=jnp.float32).reshape(rows, width) / (rows * width)
+    result = jax.vmap(jax.checkpoint(squared_norm))(vs)
+    reference = np.array([float(np.dot(v, v)) for v in np.asarray(vs, np.float64)])
+    return BatchingDemo(np.asarray(result), reference, tuple(calls))
+
+
+def jvp_of_custom_vjp() -> Raised | None:
+    """Forward mode through a ``custom_vjp`` function, on the installed JAX."""
+
+    @jax.custom_vjp
+    def f(x: jax.Array) -> jax.Array:
+        return jnp.sin(x)
+
+    f.defvjp(lambda x: (jnp.sin(x), jnp.cos(x)), lambda cos_x, g: (g * cos_x,))
+    return _raised(lambda: jax.jvp(f, (1.0,), (1.0,)), lines=1)
+
+
 # --- 3a. Numerics --------------------------------------------------------------------------------
 
 
@@ -201,41 +262,56 @@ def mlp_loss_float64(params: list[np.ndarray], x: np.ndarray) -> tuple[float, li
 class Drift:
     """How far float32 gradients computed different ways are from each other and from float64."""
 
-    between_variants: float  #: max |a - b| over variants and entries
-    from_float64: float  #: max relative error of any variant against the float64 reference
+    between_abs: float  #: max |a - b| over pairs of variants and entries
+    between_rel: float  #: ``between_abs`` divided by the largest gradient entry
+    from_float64: float  #: max error of any variant against float64, relative to the largest entry
     float32_eps: float
+
+    def verdict(self) -> str:
+        """One sentence on the comparison, for the page (computed, not typed)."""
+        if self.between_abs == 0.0:
+            between = "the three float32 gradients are identical, bit for bit"
+        else:
+            between = (
+                f"the float32 gradients differ by at most {self.between_rel / self.float32_eps:.2g}"
+                " float32 epsilons (relative to the largest entry)"
+            )
+        return (
+            f"On this build {between}; the worst of them is "
+            f"{self.from_float64 / self.float32_eps:.2g} epsilons from the float64 reference."
+        )
+
+
+def drift_variants() -> dict[str, Callable[..., list[jax.Array]]]:
+    """The jitted gradients of :func:`mlp_loss` that :func:`numerical_drift` compares."""
+    dots = jax.checkpoint_policies.dots_with_no_batch_dims_saveable
+    return {
+        "no checkpoint": jax.jit(jax.grad(mlp_loss)),
+        "jax.checkpoint": jax.jit(jax.grad(jax.checkpoint(mlp_loss))),
+        "jax.checkpoint, keep products": jax.jit(jax.grad(jax.checkpoint(mlp_loss, policy=dots))),
+    }
 
 
 def numerical_drift(width: int = 64, layers: int = 6, batch: int = 32) -> Drift:
     keys = jax.random.split(jax.random.key(1), layers + 1)
     params = [jax.random.normal(k, (width, width)) / np.sqrt(width) for k in keys[:-1]]
     x = jax.random.normal(keys[-1], (batch, width))
-    variants = [
-        jax.jit(jax.grad(mlp_loss)),
-        jax.jit(jax.grad(jax.checkpoint(mlp_loss))),
-        jax.jit(
-            jax.grad(
-                jax.checkpoint(
-                    mlp_loss, policy=jax.checkpoint_policies.dots_with_no_batch_dims_saveable
-                )
-            )
-        ),
-    ]
     with jax.default_matmul_precision("highest"):
-        grads = [[np.asarray(g) for g in v(params, x)] for v in variants]
+        grads = [[np.asarray(g) for g in v(params, x)] for v in drift_variants().values()]
     _, reference = mlp_loss_float64(params, np.asarray(x))
+    scale = max(float(np.max(np.abs(r))) for r in reference)
     between = max(
         float(np.max(np.abs(a - b)))
-        for other in grads[1:]
-        for a, b in zip(grads[0], other, strict=True)
+        for i, one in enumerate(grads)
+        for other in grads[i + 1 :]
+        for a, b in zip(one, other, strict=True)
     )
-    scale = max(float(np.max(np.abs(r))) for r in reference)
     worst = max(
-        float(np.max(np.abs(g - r))) / scale
+        float(np.max(np.abs(g - r)))
         for variant in grads
         for g, r in zip(variant, reference, strict=True)
     )
-    return Drift(between, worst, float(np.finfo(np.float32).eps))
+    return Drift(between, between / scale, worst / scale, float(np.finfo(np.float32).eps))
 
 
 # --- 3b. concrete=True is gone: static_argnums ---------------------------------------------------
@@ -246,20 +322,28 @@ def try_concrete_option() -> Raised | None:
     return _raised(lambda: jax.checkpoint(jnp.sin, concrete=True), lines=1)
 
 
+def training_branch(x: jax.Array) -> jax.Array:
+    return jnp.sin(x) * 2.0
+
+
+def evaluation_branch(x: jax.Array) -> jax.Array:
+    return jnp.cos(x)
+
+
 @jax.checkpoint
 def step_traced_flag(x: jax.Array, is_training: bool) -> jax.Array:
     """The old pattern: a Python ``if`` on an argument that ``jax.checkpoint`` traces."""
     if is_training:
-        return jnp.sin(x) * 2.0
-    return jnp.cos(x)
+        return training_branch(x)
+    return evaluation_branch(x)
 
 
 @partial(jax.checkpoint, static_argnums=(1,))
 def step(x: jax.Array, is_training: bool) -> jax.Array:
     """The fix: ``is_training`` is static, so the ``if`` sees a Python bool."""
     if is_training:
-        return jnp.sin(x) * 2.0
-    return jnp.cos(x)
+        return training_branch(x)
+    return evaluation_branch(x)
 
 
 def grad_with_traced_flag() -> Raised | None:
@@ -286,3 +370,32 @@ def scaled_by_sum_of_squares_staged(x: jax.Array, n: int) -> jax.Array:
 
 def grad_without_compile_time_eval() -> Raised | None:
     return _raised(lambda: jax.grad(scaled_by_sum_of_squares_staged)(1.0, 4), lines=1)
+
+
+@dataclasses.dataclass(frozen=True)
+class SeenWhileTracing:
+    """What Python held for ``jnp.sum(jnp.arange(n) ** 2)`` while a checkpoint was traced."""
+
+    concrete: bool  #: ``False`` when it was a tracer (a value known only when the program runs)
+    shown: str  #: its repr, or the tracer's abstract type
+
+
+def value_seen_while_tracing(n: int = 4, compile_time_eval: bool = True) -> SeenWhileTracing:
+    """Trace a checkpointed function with static ``n`` and report what ``jnp`` gave Python."""
+    seen: list[Any] = []
+
+    @partial(jax.checkpoint, static_argnums=(1,))
+    def f(x: jax.Array, n: int) -> jax.Array:
+        if compile_time_eval:
+            with jax.ensure_compile_time_eval():
+                total = jnp.sum(jnp.arange(n) ** 2)
+        else:
+            total = jnp.sum(jnp.arange(n) ** 2)
+        seen.append(total)
+        return x * total
+
+    jax.make_jaxpr(jax.grad(f), static_argnums=(1,))(1.0, n)
+    value = seen[0]
+    if isinstance(value, jax.core.Tracer):
+        return SeenWhileTracing(False, f"a tracer of type {value.aval.str_short()}")
+    return SeenWhileTracing(True, repr(value))
