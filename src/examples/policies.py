@@ -8,6 +8,7 @@ describe, so the page cannot silently fall behind a JAX release.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -16,10 +17,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax.ad_checkpoint import checkpoint_name
 
-from examples.residuals import Residuals, format_bytes, saved_residuals
+from examples.residuals import Residuals, format_bytes, print_residuals, saved_residuals
 
 P = jax.checkpoint_policies
-Kind = Literal["policy", "factory", "combinator", "offload"]
+Kind = Literal["policy", "factory", "combinator", "offload", "class"]
 
 #: The names the model below gives its intermediate values with ``checkpoint_name``.
 NAMES = ("pre_activation", "hidden")
@@ -32,21 +33,19 @@ class Entry:
     allows: str  #: what the policy lets the forward pass keep
     when: str  #: when to reach for it
     build: Callable[[], Callable[..., Any]]  #: a concrete policy for :func:`model`
+    #: Public only in some JAX releases (the class behind a factory, say): absent is fine.
+    optional: bool = False
 
     @property
     def obj(self) -> Any:
-        return getattr(P, self.name)
+        """The object in the installed ``jax.checkpoint_policies`` (``None`` if absent)."""
+        return getattr(P, self.name, None)
 
     @property
     def alias_of(self) -> str | None:
-        """The canonical name this one is the very same object as, if any."""
-        for other in _CANONICAL:
-            if other != self.name and getattr(P, other, None) is self.obj:
-                return other
-        return None
+        """The earlier catalogue name bound to the very same object, if any."""
+        return ALIASES.get(self.name)
 
-
-_CANONICAL = ("dots_saveable", "dots_with_no_batch_dims_saveable")
 
 _OFFLOAD = {"offload_src": "device", "offload_dst": "pinned_host"}
 
@@ -69,7 +68,8 @@ CATALOGUE: tuple[Entry, ...] = (
     Entry(
         "dots_saveable",
         "policy",
-        "the output of every matrix product (`dot_general`), batched or not",
+        "the output of every matrix product (`dot_general`), batched or not, and of every "
+        "convolution (`conv_general_dilated`)",
         "products are the expensive operations to redo; elementwise work is cheap to recompute",
         lambda: P.dots_saveable,
     ),
@@ -114,8 +114,10 @@ CATALOGUE: tuple[Entry, ...] = (
     Entry(
         "save_anything_except_these_names",
         "factory",
-        "everything, named or not, except values with the given names",
-        "no remat in general, but one or two huge tensors (attention logits, say) recomputed",
+        "meant as: everything, named or not, except values with the given names. Some "
+        "releases ignore the names and save everything: see `excluded_names_honoured()`",
+        "no remat in general, but one or two huge tensors (attention logits, say) recomputed; "
+        "check with a residual listing that the named tensor really is dropped",
         lambda: P.save_anything_except_these_names("hidden"),
     ),
     Entry(
@@ -150,7 +152,60 @@ CATALOGUE: tuple[Entry, ...] = (
     ),
 )
 
+#: Classes that newer releases (jax 0.11.2, for one) also export: the types of the objects the
+#: name-based factories return. Calling the factory is the documented way to build one.
+POLICY_CLASSES = {
+    "SaveOnlyTheseNames": "save_only_these_names",
+    "SaveAnyNamesButThese": "save_any_names_but_these",
+    "SaveAndOffloadOnlyTheseNames": "save_and_offload_only_these_names",
+}
+CATALOGUE += tuple(
+    Entry(
+        cls,
+        "class",
+        f"the same as `{factory}`: its instances are what `{factory}(...)` returns",
+        f"type checks (`isinstance`) and reading a policy's fields; build one with `{factory}`",
+        next(e.build for e in CATALOGUE if e.name == factory),
+        optional=True,
+    )
+    for cls, factory in POLICY_CLASSES.items()
+)
+
 BY_NAME = {entry.name: entry for entry in CATALOGUE}
+
+
+def _aliases() -> dict[str, str]:
+    """name -> earlier catalogue name whose object in ``jax.checkpoint_policies`` it *is*."""
+    found: dict[str, str] = {}
+    seen: dict[int, str] = {}
+    for entry in CATALOGUE:
+        obj = getattr(P, entry.name, None)
+        if obj is None:
+            continue
+        if id(obj) in seen:
+            found[entry.name] = seen[id(obj)]
+        else:
+            seen[id(obj)] = entry.name
+    return found
+
+
+#: Decided by identity (``is``) on the installed JAX when this module is imported, not typed in.
+ALIASES: dict[str, str] = _aliases()
+
+
+def classes_behind_factories() -> dict[str, bool]:
+    """For each exported policy class: is a factory's output an instance of it?"""
+    return {
+        cls: isinstance(BY_NAME[factory].build(), getattr(P, cls))
+        for cls, factory in POLICY_CLASSES.items()
+        if hasattr(P, cls)
+    }
+
+
+def present() -> tuple[Entry, ...]:
+    """The catalogue entries the installed JAX has."""
+    names = public_policy_names()
+    return tuple(entry for entry in CATALOGUE if entry.name in names)
 
 
 def public_policy_names() -> set[str]:
@@ -164,8 +219,8 @@ def undocumented_policies() -> set[str]:
 
 
 def missing_from_jax() -> set[str]:
-    """Catalogue entries the installed JAX does not have."""
-    return set(BY_NAME) - public_policy_names()
+    """Catalogue entries the installed JAX does not have (optional entries excepted)."""
+    return {e.name for e in CATALOGUE if not e.optional} - public_policy_names()
 
 
 # --- the common model --------------------------------------------------------------------------
@@ -215,6 +270,18 @@ def residuals(policy: Callable[..., Any] | None, *args: jax.Array) -> Residuals:
     return saved_residuals(f, *args)
 
 
+def show(name: str, *args: jax.Array) -> None:
+    """Print the residual listing of :func:`model` under the catalogue entry ``name``.
+
+    The listing is ``examples.residuals.print_residuals`` of ``jax.checkpoint(model, policy=...)``,
+    followed by one line: what was computed and kept, and its bytes.
+    """
+    checkpointed = jax.checkpoint(model, policy=BY_NAME[name].build())
+    listing = print_residuals(checkpointed, *(args or model_inputs()))
+    computed = listing.excluding_arguments()
+    print(f"-> kept: {describe_saved(listing)}; {format_bytes(computed.nbytes)}")
+
+
 def describe_saved(listing: Residuals) -> str:
     """ "2 × dot_general, hidden": what was computed and kept, grouped."""
     counts: dict[str, int] = {}
@@ -240,7 +307,9 @@ class Row:
 def summary() -> list[Row]:
     args = model_inputs()
     rows = [Row("(no jax.checkpoint)", None, *_saved(residuals(None, *args)))]
-    for entry in CATALOGUE:
+    for entry in present():
+        if entry.kind == "class":
+            continue  # the same policies as their factories
         rows.append(Row(entry.name, entry.alias_of, *_saved(residuals(entry.build(), *args))))
     return rows
 
@@ -251,12 +320,13 @@ def _saved(listing: Residuals) -> tuple[str, int, int]:
 
 
 def summary_markdown(rows: list[Row]) -> str:
+    """The rows of :func:`summary` as a Markdown table: policy, what is kept, count, bytes."""
     lines = [
         "| policy | computed values kept | count | bytes |",
         "| --- | --- | ---: | ---: |",
     ]
     for row in rows:
-        name = f"`{row.policy}`" if not row.policy.startswith("(") else row.policy
+        name = f"`{row.policy}`" if row.policy in BY_NAME else row.policy
         if row.alias_of:
             name += f" (= `{row.alias_of}`)"
         lines.append(f"| {name} | {row.saved} | {row.count} | {format_bytes(row.nbytes)} |")
@@ -282,5 +352,147 @@ def keep_big_products(min_elements: int) -> Callable[..., bool]:
             *(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in avals),
         )
         return int(np.prod(out.shape)) >= min_elements
+
+    return policy
+
+
+# --- facts about the installed JAX that the page states ----------------------------------------
+
+
+def excluded_names_honoured(name: str = "hidden") -> bool:
+    """Does ``save_anything_except_these_names(name)`` keep less than ``everything_saveable``?
+
+    Its docstring says the named values are excluded. JAX 0.10.2 implements it as a policy that
+    answers ``True`` for every primitive, so the names are ignored and nothing is dropped.
+    """
+    args = model_inputs()
+    excluding = residuals(P.save_anything_except_these_names(name), *args)
+    everything = residuals(P.everything_saveable, *args)
+    return [r.describe() for r in excluding] != [r.describe() for r in everything]
+
+
+def stacked_residuals(policy: Callable[..., Any], stages: int = 2) -> Residuals:
+    """Residuals when ``stages`` copies of the checkpointed model run under ``jax.vmap``.
+
+    Each stage has its own ``w1``, ``w2`` and ``x`` (as pipeline stages do). Inside the vmap,
+    ``x @ w1`` becomes a ``dot_general`` with a batch dimension (the stage), so a policy that
+    only keeps products *without* batch dimensions finds none to keep.
+    """
+    w1, w2, x = model_inputs()
+    stacked = tuple(jnp.stack([a * (1.0 + 0.1 * i) for i in range(stages)]) for a in (w1, w2, x))
+    body = jax.checkpoint(model, policy=policy)
+
+    def loss(w1s: jax.Array, w2s: jax.Array, xs: jax.Array) -> jax.Array:
+        return jnp.sum(jax.vmap(body)(w1s, w2s, xs))
+
+    return saved_residuals(loss, *stacked)
+
+
+# --- offloading: what the backend does with it ---------------------------------------------------
+
+#: How XLA's compiled HLO marks a buffer in pinned host memory: memory space 5 in a layout
+#: (``f32[8,128,256]{2,1,0:S(5)}``) on GPU and TPU, or a ``memory_kind`` attribute. A bare
+#: "pinned_host" is not enough: the HLO's metadata also holds Python function names.
+_HOST_SPACE = re.compile(r'\bS\(5\)|memory_kind\s*=\s*"pinned_host"')
+
+
+@dataclasses.dataclass(frozen=True)
+class OffloadEvidence:
+    """Where a policy's offloaded residuals end up, read off three stages of compilation."""
+
+    backend: str
+    #: ``device_put`` equations to the host memory space in the jaxpr of ``jax.grad``.
+    jaxpr_host_transfers: int
+    #: Whether XLA's compiled program still places buffers in host memory.
+    compiled_uses_host_memory: bool
+    #: XLA's memory analysis: bytes of temporaries in host memory (``None`` if not reported).
+    host_temp_bytes: int | None
+    #: Largest absolute difference from the gradient of the model without ``jax.checkpoint``.
+    grad_max_abs_diff: float
+    #: Largest absolute entry of that gradient, to judge the difference against.
+    grad_scale: float
+    #: The first few lines of the compiled program that mention host memory (for diagnosis).
+    host_memory_lines: tuple[str, ...] = ()
+
+
+def host_transfers(jaxpr: Any) -> int:
+    """How many ``device_put`` equations in ``jaxpr`` (and the jaxprs inside it) go to the host."""
+    count = 0
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "device_put":
+            count += sum(
+                "host" in str(getattr(v.aval, "memory_space", "")).lower() for v in eqn.outvars
+            )
+        for value in eqn.params.values():
+            for sub in value if isinstance(value, (tuple, list)) else (value,):
+                inner = getattr(sub, "jaxpr", sub)  # a ClosedJaxpr holds a Jaxpr
+                if hasattr(inner, "eqns"):
+                    count += host_transfers(inner)
+    return count
+
+
+def offload_evidence(policy: Callable[..., Any], *args: jax.Array) -> OffloadEvidence:
+    """Follow ``jax.grad(jax.checkpoint(model, policy))`` from jaxpr to compiled program."""
+    from examples.measure import compiled_stats
+
+    args = args or model_inputs()
+    grad = jax.grad(jax.checkpoint(model, policy=policy), argnums=(0, 1))
+    compiled = jax.jit(grad).lower(*args).compile().as_text()
+    host_lines = [line.strip()[:200] for line in compiled.splitlines() if _HOST_SPACE.search(line)]
+    stats = compiled_stats(grad, *args)
+    got = jax.jit(grad)(*args)
+    expected = jax.grad(model, argnums=(0, 1))(*args)
+    diff = max(float(jnp.max(jnp.abs(a - b))) for a, b in zip(got, expected, strict=True))
+    return OffloadEvidence(
+        backend=jax.default_backend(),
+        jaxpr_host_transfers=host_transfers(jax.make_jaxpr(grad)(*args).jaxpr),
+        compiled_uses_host_memory=bool(host_lines),
+        host_temp_bytes=stats.host_temp_bytes,
+        grad_max_abs_diff=diff,
+        grad_scale=max(float(jnp.max(jnp.abs(g))) for g in expected),
+        host_memory_lines=tuple(host_lines[:5]),
+    )
+
+
+def offload_markdown(names: tuple[str, ...], *args: jax.Array) -> str:
+    """:func:`offload_evidence` for catalogue entries, as a Markdown table."""
+    lines = [
+        "| policy | host transfers in jaxpr | host memory in compiled code | host temp bytes "
+        "| gradient difference (largest entry) |",
+        "| --- | ---: | --- | ---: | --- |",
+    ]
+    for name in names:
+        ev = offload_evidence(BY_NAME[name].build(), *args)
+        host = "not reported" if ev.host_temp_bytes is None else format_bytes(ev.host_temp_bytes)
+        compiled = "yes" if ev.compiled_uses_host_memory else "no"
+        lines.append(
+            f"| `{name}` | {ev.jaxpr_host_transfers} | {compiled} | {host} "
+            f"| {ev.grad_max_abs_diff:.1e} ({ev.grad_scale:.1e}) |"
+        )
+    return "\n".join(lines)
+
+
+def memory_kinds() -> list[str]:
+    """The memory kinds the first device can address (``device``, ``pinned_host``, ...)."""
+    return [m.kind for m in jax.devices()[0].addressable_memories()]
+
+
+def names_to_host(*names: str) -> Callable[..., Any]:
+    """A custom policy using JAX's three answers instead of a bool.
+
+    Values named in ``names`` go to pinned host memory (``Offloadable``), other matrix products
+    without batch dimensions stay on the device (``Saveable``), and the rest is recomputed
+    (``Recompute``).
+    """
+    from jax.ad_checkpoint import Offloadable, Recompute, Saveable
+
+    def policy(prim: Any, *avals: Any, **params: Any) -> Any:
+        if prim.name == "name" and params.get("name") in names:
+            return Offloadable(src="device", dst="pinned_host")
+        if prim.name == "dot_general":
+            (_, _), (lhs_batch, rhs_batch) = params["dimension_numbers"]
+            if not lhs_batch and not rhs_batch:
+                return Saveable
+        return Recompute
 
     return policy
