@@ -138,6 +138,15 @@ def tests_installed(session: nox.Session) -> None:
     run_pytest(session, backend, python=sys.executable)
 
 
+def _sphinx_paths(session: nox.Session) -> list[str]:
+    """Configuration, doctree cache, source and output folders, then the session's arguments."""
+    return [
+        *("-c", str(ROOT), "-d", str(BUILD / ".doctrees")),
+        *(str(ROOT / "docs"), str(HTML)),
+        *session.posargs,
+    ]
+
+
 @nox.session
 def docs(session: nox.Session) -> None:
     """Build the site into _build/html, executing every cell; warnings are errors.
@@ -145,21 +154,7 @@ def docs(session: nox.Session) -> None:
     Extra arguments go to sphinx-build (e.g. `nox -s docs -- -E` to re-read every page).
     """
     install(session, *_group("docs"))
-    session.run(
-        "sphinx-build",
-        "-b",
-        "html",
-        "-W",
-        "--keep-going",
-        "-n",
-        "-c",
-        str(ROOT),
-        "-d",
-        str(BUILD / ".doctrees"),
-        str(ROOT / "docs"),
-        str(HTML),
-        *session.posargs,
-    )
+    session.run("sphinx-build", "-b", "html", "-W", "--keep-going", "-n", *_sphinx_paths(session))
     session.log(f"open {HTML / 'index.html'}")
 
 
@@ -169,21 +164,9 @@ def serve(session: nox.Session) -> None:
     install(session, *_group("serve"))
     session.run(
         "sphinx-autobuild",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        "8000",
-        "--watch",
-        str(ROOT / "src" / "examples"),
-        "--watch",
-        str(ROOT / "conf.py"),
-        "-c",
-        str(ROOT),
-        "-d",
-        str(BUILD / ".doctrees"),
-        str(ROOT / "docs"),
-        str(HTML),
-        *session.posargs,
+        *("--host", "127.0.0.1", "--port", "8000"),
+        *("--watch", str(ROOT / "src" / "examples"), "--watch", str(ROOT / "conf.py")),
+        *_sphinx_paths(session),
     )
 
 

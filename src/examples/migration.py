@@ -23,6 +23,7 @@ import numpy as np
 from examples.measure import Timing, time_call
 from examples.paths import scrub_paths
 from examples.residuals import Residuals, saved_residuals
+from examples.tutorial import layer, predict
 
 # --- 1. The switch that is gone ------------------------------------------------------------------
 
@@ -104,16 +105,9 @@ def remat_primitive_names() -> list[str]:
 # --- 2a. Policies --------------------------------------------------------------------------------
 
 
-def apply_layer(W: jax.Array, x: jax.Array) -> jax.Array:
-    return jnp.sin(W @ x)
-
-
-def predict(params: list[jax.Array], x: jax.Array) -> jax.Array:
-    """Every matrix but the last is a sine layer; the last is a plain product."""
-    *hidden, last = params
-    for W in hidden:
-        x = apply_layer(W, x)
-    return last @ x
+# The announcement's `apply_layer` / `predict` network is the tutorial's `layer` / `predict`:
+# one definition serves both pages.
+apply_layer = layer
 
 
 predict_keeping_dots = jax.checkpoint(predict, policy=jax.checkpoint_policies.checkpoint_dots)
