@@ -119,3 +119,13 @@ html_copy_source = True
 copybutton_prompt_text = r">>> |\.\.\. |\$ "
 copybutton_prompt_is_regexp = True
 copybutton_exclude = ".linenos, .gp, .go"
+
+# The theme reads the colour mode from <html data-theme>; without a default it logs a console
+# error on a reader's first visit ("Got invalid theme mode"). "auto" follows the OS setting.
+html_context = {"default_mode": "auto"}
+
+# Our own logo and favicon (a forward arrow, a backward arrow, one checkpoint kept between);
+# without a favicon, browsers ask for /favicon.ico and log a 404.
+html_logo = "docs/_static/logo.svg"
+html_favicon = "docs/_static/logo.svg"
+html_js_files = ["a11y.js"]

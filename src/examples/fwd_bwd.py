@@ -149,7 +149,7 @@ def _html_column(title: str, text: str, remat_name: str) -> str:
     body = html.escape(text)
     body = body.replace(
         f"= {html.escape(remat_name)}",
-        f'= <strong style="color:var(--pst-color-primary, inherit);">'
+        f'= <strong style="color:inherit; text-decoration:underline;">'
         f"{html.escape(remat_name)}</strong>",
     )
     longest = max((len(line) for line in text.splitlines()), default=0)
