@@ -60,17 +60,24 @@ def _three_stages(w: jax.Array, x: jax.Array, wrap: str) -> jax.Array:
 PLACEMENTS = ("nowhere", "whole function", "last stage", "first two stages")
 
 
-def placement_costs() -> dict[str, tuple[Residuals, CompiledStats]]:
-    """Residuals kept, and XLA's memory and FLOPs, for each placement of ``jax.checkpoint``."""
+def placement_costs(
+    value_and_grad: bool = False,
+) -> dict[str, tuple[Residuals, CompiledStats]]:
+    """Residuals kept, and XLA's memory and FLOPs, for each placement of ``jax.checkpoint``.
+
+    With ``value_and_grad`` the compiled function returns the loss as well as the gradient, as a
+    training step does; with ``jax.grad`` alone the loss is dead code that XLA may delete.
+    """
     w, x = mlp_inputs(stages=3)
     x = x[0]
+    differentiate = jax.value_and_grad if value_and_grad else jax.grad
     out = {}
     for where in PLACEMENTS:
         if where == "whole function":
             f = jax.checkpoint(lambda w, x: _three_stages(w, x, "nowhere"))
         else:
             f = lambda w, x, where=where: _three_stages(w, x, where)
-        out[where] = (saved_residuals(f, w, x), compiled_stats(jax.grad(f), w, x))
+        out[where] = (saved_residuals(f, w, x), compiled_stats(differentiate(f), w, x))
     return out
 
 
