@@ -7,6 +7,7 @@ import importlib.metadata
 import os
 import shutil
 import sys
+import urllib.parse
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
@@ -18,14 +19,25 @@ copyright = "2026, the JAX Remat Guide authors"
 
 extensions = [
     "myst_nb",
+    "sphinx.ext.intersphinx",
     "sphinx_copybutton",
     "sphinx_design",
+    "sphinx_sitemap",
+    "sphinxext.opengraph",
+    "notfound.extension",
     "remat_site",
     "offline_mathjax",
 ]
 
 root_doc = "index"
-exclude_patterns = ["_build", "jupyter_execute", "**.ipynb_checkpoints", "_ext"]
+exclude_patterns = [
+    "_build",
+    "jupyter_execute",
+    "**.ipynb_checkpoints",
+    "_ext",
+    "_static",
+    "_inventories",
+]
 templates_path: list[str] = []
 html_static_path = ["docs/_static"]
 html_css_files = ["remat.css"]
@@ -128,4 +140,75 @@ html_context = {"default_mode": "auto"}
 # without a favicon, browsers ask for /favicon.ico and log a 404.
 html_logo = "docs/_static/logo.svg"
 html_favicon = "docs/_static/logo.svg"
+# Browsers that cannot show an SVG icon ask for /favicon.ico (16, 32, 48 px, drawn from logo.svg by
+# docs/_ext/make_images.py), so it sits at the site's root too.
+html_extra_path = ["docs/_static/favicon.ico"]
 html_js_files = ["a11y.js"]
+
+# --- Links to the JAX and Flax API docs, without the network -------------------------------------
+
+# {py:func}`jax.checkpoint`, {py:func}`~jax.checkpoint_policies.dots_saveable` or
+# {py:func}`nn.checkpoint <flax.linen.checkpoint>` on a page link to the upstream API pages. The
+# inventories are small files of our own (docs/_ext/make_inventories.py writes them from a list of
+# names and URLs), read from disk: a build never fetches one.
+INVENTORIES = Path(os.environ.get("REMAT_GUIDE_INVENTORIES", ROOT / "docs" / "_inventories"))
+_UPSTREAM = {
+    "jax": "https://docs.jax.dev/en/latest/",
+    "flax": "https://flax.readthedocs.io/en/latest/",
+    "flax_linen": "https://flax-linen.readthedocs.io/en/latest/",
+}
+intersphinx_mapping = {
+    name: (url, str(INVENTORIES / f"{name}.inv"))
+    for name, url in _UPSTREAM.items()
+    if (INVENTORIES / f"{name}.inv").is_file()
+}
+_MISSING_INVENTORIES = sorted(set(_UPSTREAM) - set(intersphinx_mapping))
+_NAMES = {"jax": r"jax(\..*)?", "flax": r"flax\.nnx(\..*)?", "flax_linen": r"flax\.linen(\..*)?"}
+# Names of a project whose inventory is missing render as plain code text, and one warning (in
+# setup, below) says how to fix it, instead of one nitpicky warning per name.
+nitpick_ignore_regex = [(r"py:.*", _NAMES[name]) for name in _MISSING_INVENTORIES]
+# Policies are values as much as functions: show `jax.checkpoint`, not `jax.checkpoint()`.
+add_function_parentheses = False
+
+# --- Hosting: canonical URLs, sitemap, 404 page, link previews -----------------------------------
+
+# Where the site is served from. Read the Docs sets READTHEDOCS_CANONICAL_URL; GitHub Pages builds
+# set REMAT_GUIDE_BASE_URL in the workflow. It must end with a slash.
+BASE_URL = (
+    os.environ.get("REMAT_GUIDE_BASE_URL")
+    or os.environ.get("READTHEDOCS_CANONICAL_URL")
+    or "https://jax-remat-guide.github.io/jax-remat-guide/"
+)
+BASE_URL = BASE_URL.rstrip("/") + "/"
+html_baseurl = BASE_URL
+
+sitemap_url_scheme = "{link}"
+sitemap_excludes = ["search.html", "genindex.html", "404.html"]
+sitemap_show_lastmod = False  # a date would make two builds of one commit differ
+
+# The 404 page is served for any missing path, at any depth: its links and assets are absolute,
+# under the path the site is served from (e.g. /jax-remat-guide/ on GitHub Pages).
+notfound_urls_prefix = urllib.parse.urlsplit(BASE_URL).path
+notfound_pagename = "404"
+
+# Link previews (Open Graph): our own card image, no generated social cards (those need
+# matplotlib fonts at build time and differ between machines).
+ogp_site_url = BASE_URL
+ogp_site_name = project
+ogp_image = "_static/social-card.png"
+ogp_image_alt = "JAX Remat Guide: a forward arrow, a backward arrow and a checkpoint between"
+ogp_social_cards = {"enable": False}
+ogp_type = "website"
+ogp_enable_meta_description = True
+
+
+def setup(app):
+    if _MISSING_INVENTORIES:
+        from sphinx.util import logging
+
+        logging.getLogger("remat_guide").warning(
+            "no inventory for %s in %s: API names of those projects render as plain text. "
+            "Write the inventories with `python docs/_ext/make_inventories.py`",
+            ", ".join(_MISSING_INVENTORIES),
+            INVENTORIES,
+        )

@@ -1,16 +1,26 @@
 """The built site in a real browser: Debian's Chromium driven by Playwright.
 
-Run by `nox -s browser` after `nox -s docs`. Every page is loaded from a loopback server; the
-tests fail on console errors, failed or third-party requests and serious accessibility
-violations, and check the interactive pieces a reader uses.
+Run by `nox -s browser` after `nox -s docs` (or `python -m pytest -m browser`; the site is read
+from REMAT_GUIDE_HTML, by default _build/html). The site is served from a loopback server under
+the same path it has when hosted (read from the pages' canonical URL), and a missing path gets the
+site's 404 page, as on GitHub Pages or Read the Docs. Every page that the build wrote is checked,
+in light and dark mode: no console error, no failed request, no request leaving the server, no
+serious or critical axe-core violation. The interactive pieces a reader uses are exercised on
+every page that has them: folded solutions, copy buttons, the colour-mode switch, the download
+menu, search. Screenshots (light and dark) and a table of transferred bytes per page go to
+<site>/_screenshots/, which no page links to.
 """
 
 from __future__ import annotations
 
 import functools
+import gzip
 import http.server
+import json
 import os
+import re
 import threading
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -24,7 +34,8 @@ pytestmark = [
 
 ROOT = Path(__file__).resolve().parent.parent
 HTML = Path(os.environ.get("REMAT_GUIDE_HTML", ROOT / "_build" / "html"))
-CHROMIUM = "/usr/bin/chromium"
+# Debian's Chromium; REMAT_GUIDE_CHROMIUM names another Chromium-based browser (CI's Chrome).
+CHROMIUM = os.environ.get("REMAT_GUIDE_CHROMIUM", "/usr/bin/chromium")
 ARGS = [
     "--headless",
     "--no-sandbox",
@@ -34,36 +45,101 @@ ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
+SCHEMES = ["light", "dark"]
 
 if not (HTML / "index.html").is_file():
-    pytest.skip(f"no built site at {HTML}: run `nox -s docs` first", allow_module_level=True)
-if not Path(CHROMIUM).is_file():
     pytest.skip(
-        f"{CHROMIUM} is missing: install Debian's chromium package (apt-get install chromium)",
+        f"no built site at {HTML}: build it first (`nox -s docs`), or point REMAT_GUIDE_HTML at "
+        "a built site",
         allow_module_level=True,
     )
-sync_api = pytest.importorskip("playwright.sync_api", reason="install the `browser` group")
-
-PAGES = sorted(
-    p.relative_to(HTML).as_posix()
-    for p in HTML.rglob("*.html")
-    if not p.relative_to(HTML).as_posix().startswith(("_", "genindex", "search"))
+if not Path(CHROMIUM).is_file():
+    pytest.skip(
+        f"{CHROMIUM} is missing: install Debian's Chromium (`apt-get install chromium`), or name "
+        "another Chromium in REMAT_GUIDE_CHROMIUM; Playwright cannot download a browser here",
+        allow_module_level=True,
+    )
+sync_api = pytest.importorskip(
+    "playwright.sync_api", reason="Playwright is missing: install the `browser` dependency group"
 )
 
 
-class _Quiet(http.server.SimpleHTTPRequestHandler):
+def _pages() -> list[str]:
+    """Every page the build wrote, as a path under the site root (search and index pages aside)."""
+    return sorted(
+        p.relative_to(HTML).as_posix()
+        for p in HTML.rglob("*.html")
+        if not p.relative_to(HTML).as_posix().startswith(("_", "genindex", "search"))
+    )
+
+
+def _pages_with(pattern: str) -> list[str]:
+    """The pages whose HTML matches a regular expression."""
+    found = re.compile(pattern)
+    return [name for name in PAGES if found.search((HTML / name).read_text(encoding="utf-8"))]
+
+
+def _site_path() -> str:
+    """The path the hosted site lives under (e.g. /jax-remat-guide/), from its canonical URL."""
+    page = (HTML / "index.html").read_text(encoding="utf-8")
+    canonical = re.search(r'<link rel="canonical" href="([^"]+)"', page)
+    if canonical is None:
+        return "/"
+    path = urllib.parse.urlsplit(canonical.group(1)).path
+    return path[: path.rfind("/") + 1]
+
+
+PAGES = _pages()
+SITE_PATH = _site_path()
+NOTEBOOK_PAGES = _pages_with(r'class="cell docutils container"')
+DROPDOWN_PAGES = _pages_with(r"<details class=\"[^\"]*sd-dropdown")
+CODE_PAGES = _pages_with(r'class="cell_input')
+SHOTS = HTML / "_screenshots"
+
+
+class _Site(http.server.SimpleHTTPRequestHandler):
+    """Serves the site under SITE_PATH; a missing file gets 404.html with status 404."""
+
     def log_message(self, *args):  # keep pytest's output readable
         pass
 
+    def translate_path(self, path):
+        clean = urllib.parse.urlsplit(path).path
+        if clean.startswith(SITE_PATH):
+            clean = "/" + clean[len(SITE_PATH) :]
+        else:
+            clean = "/__outside_the_site__"
+        return super().translate_path(clean)
+
+    def send_error(self, code, message=None, explain=None):
+        page = HTML / "404.html"
+        if code != 404 or not page.is_file():
+            return super().send_error(code, message, explain)
+        body = page.read_bytes()
+        self.send_response(404)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+        return None
+
 
 @pytest.fixture(scope="module")
-def base_url():
-    handler = functools.partial(_Quiet, directory=str(HTML))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+def server():
+    handler = functools.partial(_Site, directory=str(HTML))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def base_url(server):
+    """The URL of the site's root (ends with a slash)."""
+    return server + SITE_PATH
 
 
 @pytest.fixture(scope="module")
@@ -75,112 +151,310 @@ def browser():
 
 
 @pytest.fixture
-def page(browser):
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    yield page
-    context.close()
+def new_page(browser):
+    """Open pages in fresh browser contexts (no cache, no stored colour mode)."""
+    contexts = []
+
+    def open_page(scheme: str = "light", **options):
+        context = browser.new_context(
+            viewport={"width": 1280, "height": 900}, color_scheme=scheme, **options
+        )
+        contexts.append(context)
+        return context.new_page()
+
+    yield open_page
+    for context in contexts:
+        context.close()
 
 
-def _load(page, url):
-    errors, failed, foreign = [], [], []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("requestfailed", lambda r: failed.append(f"{r.url} ({r.failure})"))
-    page.on(
-        "response", lambda r: failed.append(f"{r.url} ({r.status})") if r.status >= 400 else None
-    )
-    page.on(
-        "request",
-        lambda r: (
-            foreign.append(r.url)
-            if not r.url.startswith(("http://127.0.0.1", "data:", "blob:"))
-            else None
-        ),
-    )
-    response = page.goto(url, wait_until="networkidle")
-    return response, errors, failed, foreign
+@pytest.fixture
+def page(new_page):
+    return new_page()
+
+
+@pytest.fixture(scope="module")
+def sizes():
+    """Bytes transferred per page, written as a table once every page has been loaded."""
+    table: dict[str, tuple[int, int, int]] = {}
+    yield table
+    if table:
+        SHOTS.mkdir(exist_ok=True)
+        width = max(len(name) for name in table)
+        lines = [
+            "Bytes per page load (fresh cache): as served here, and gzipped as hosts send them.",
+            "",
+            f"{'page':<{width}}  {'requests':>8}  {'KiB':>8}  {'KiB gzip':>8}",
+            "-" * (width + 30),
+        ]
+        for name, (count, size, gz) in sorted(table.items()):
+            lines.append(f"{name:<{width}}  {count:>8}  {size / 1024:>8.1f}  {gz / 1024:>8.1f}")
+        (SHOTS / "sizes.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+class Visit:
+    """A page loaded with everything that went wrong on the way recorded."""
+
+    def __init__(self, page, url: str, origin: str):
+        self.page = page
+        self.errors: list[str] = []
+        self.failed: list[str] = []
+        self.foreign: list[str] = []
+        page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: self.errors.append(str(e)))
+        page.on("requestfailed", lambda r: self.failed.append(f"{r.url} ({r.failure})"))
+        page.on(
+            "response",
+            lambda r: self.failed.append(f"{r.url} ({r.status})") if r.status >= 400 else None,
+        )
+        page.on(
+            "request",
+            lambda r: (
+                self.foreign.append(r.url)
+                if not r.url.startswith((origin + "/", "data:", "blob:"))
+                else None
+            ),
+        )
+        self.response = page.goto(url, wait_until="networkidle")
+
+    def transferred(self) -> tuple[int, int, int]:
+        """(requests, bytes, gzipped bytes) for the page and everything it loaded.
+
+        Bytes are what the loopback server sent (bodies and headers); it compresses nothing,
+        whereas GitHub Pages and Read the Docs gzip text, so the gzipped size of each file is
+        added up too: closer to what a reader downloads.
+        """
+        entries = self.page.evaluate(
+            "[...performance.getEntriesByType('navigation'),"
+            " ...performance.getEntriesByType('resource')]"
+            ".map(e => [e.name, e.transferSize])"
+        )
+        gzipped = 0
+        for url, _ in entries:
+            path = urllib.parse.urlsplit(url).path
+            local = HTML / urllib.parse.unquote(path.removeprefix(SITE_PATH))
+            if local.is_file():
+                gzipped += len(gzip.compress(local.read_bytes(), mtime=0))
+        return len(entries), sum(size for _, size in entries), gzipped
+
+
+@pytest.fixture
+def visit(server):
+    return lambda page, url: Visit(page, url, server)
+
+
+def _choose_mode(page, mode: str) -> None:
+    """Pick a colour mode with the theme's switch in the header, as a reader does."""
+    page.locator(".theme-switch-button:visible").first.click()
+    page.locator(f".theme-change-button[data-mode='{mode}']:visible").first.click()
+
+
+# Luminance of the first non-transparent background at or above an element (WCAG's formula).
+_BACKGROUND = """el => {
+  for (let node = el; node; node = node.parentElement) {
+    const c = getComputedStyle(node).backgroundColor.match(/[\\d.]+/g).map(Number);
+    if (c.length < 4 || c[3] > 0) {
+      const lin = v => {
+        v /= 255;
+        return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4;
+      };
+      return 0.2126 * lin(c[0]) + 0.7152 * lin(c[1]) + 0.0722 * lin(c[2]);
+    }
+  }
+  return 1.0;
+}"""
 
 
 def test_pages_were_found():
     assert "index.html" in PAGES
-    assert len(PAGES) >= 5
+    assert "404.html" in PAGES, "the 404 page is missing (sphinx-notfound-page and docs/404.md)"
+    assert NOTEBOOK_PAGES, "no page has executed code cells"
 
 
+@pytest.mark.parametrize("scheme", SCHEMES)
 @pytest.mark.parametrize("name", PAGES)
-def test_page_loads_cleanly(page, base_url, name):
-    response, errors, failed, foreign = _load(page, f"{base_url}/{name}")
-    assert response is not None
-    assert response.ok
-    assert errors == [], f"console errors on {name}"
-    assert failed == [], f"failed requests on {name}"
-    assert foreign == [], f"requests leaving the site on {name}"
-    shots = HTML / "_screenshots"
-    shots.mkdir(exist_ok=True)
-    page.screenshot(path=str(shots / (name.replace("/", "__") + ".png")), full_page=False)
+def test_page_loads_cleanly(new_page, visit, base_url, sizes, name, scheme):
+    page = new_page(scheme)
+    seen = visit(page, base_url + name)
+    assert seen.response is not None
+    assert seen.response.ok, f"{name}: HTTP {seen.response.status}"
+    assert seen.errors == [], f"console errors on {name} ({scheme})"
+    assert seen.failed == [], f"failed requests on {name} ({scheme})"
+    assert seen.foreign == [], f"requests leaving the site on {name} ({scheme})"
+    assert page.evaluate("document.documentElement.dataset.theme") == scheme
+    SHOTS.mkdir(exist_ok=True)
+    stem = name.removesuffix(".html").replace("/", "__")
+    page.screenshot(path=str(SHOTS / f"{stem}.{scheme}.png"), full_page=True)
+    if scheme == "light":
+        sizes[name] = seen.transferred()
 
 
+@pytest.mark.parametrize("scheme", SCHEMES)
 @pytest.mark.parametrize("name", PAGES)
-def test_no_serious_accessibility_violations(page, base_url, name):
+def test_no_serious_accessibility_violations(new_page, visit, base_url, name, scheme):
     from axe_playwright_python.sync_playwright import Axe
 
-    _load(page, f"{base_url}/{name}")
+    page = new_page(scheme)
+    visit(page, base_url + name)
     results = Axe().run(page)
     serious = [
-        f"{v['id']} ({v['impact']}): {v['help']}"
+        f"{v['id']} ({v['impact']}): {v['help']} at "
+        + ", ".join(" ".join(node["target"]) for node in v["nodes"][:3])
         for v in results.response["violations"]
         if v["impact"] in {"serious", "critical"}
     ]
-    assert serious == [], f"{name}: {serious}"
+    assert serious == [], f"{name} ({scheme}): {serious}"
 
 
-def test_search_finds_a_policy_name(page, base_url):
-    _load(page, f"{base_url}/search.html?q=dots_saveable")
+def test_a_missing_page_gets_the_404_page_from_any_depth(page, visit, base_url):
+    seen = visit(page, base_url + "no/such/folder/page.html")
+    assert seen.response.status == 404
+    assert "not found" in page.title().lower()
+    # Everything the page loads (styles, scripts, logo) resolves, although it sits three
+    # folders below the site's root.
+    document = seen.response.url
+    assert [f for f in seen.failed if not f.startswith(document)] == []
+    assert seen.errors == [] or all("404" in e for e in seen.errors), seen.errors
+    assert seen.foreign == []
+    home = page.locator("article a.reference.internal").first.get_attribute("href")
+    assert page.request.get(urllib.parse.urljoin(document, home)).ok, home
+
+
+def test_search_finds_a_policy_name(page, visit, base_url):
+    seen = visit(page, base_url + "search.html?q=dots_saveable")
     page.wait_for_selector("#search-results li", timeout=15_000)
-    assert page.locator("#search-results li").count() > 0
+    results = page.locator("#search-results li a")
+    assert results.count() > 0
+    assert seen.errors == []
+    for href in results.evaluate_all("links => links.map(a => a.href)"):
+        assert page.request.get(href).ok, href
 
 
-def test_solution_is_folded_until_clicked(page, base_url):
-    _load(page, f"{base_url}/problems/checkpoint_dot_policy.html")
-    dropdown = page.locator("details.sd-dropdown").last
-    body = dropdown.locator(".sd-summary-content")
-    assert not body.is_visible()
-    dropdown.locator("summary").click()
-    assert body.is_visible()
+@pytest.mark.parametrize("name", DROPDOWN_PAGES)
+def test_folded_content_stays_hidden_until_clicked(page, visit, base_url, name):
+    visit(page, base_url + name)
+    dropdowns = page.locator("article details.sd-dropdown")
+    assert dropdowns.count() > 0
+    for i in range(dropdowns.count()):
+        dropdown = dropdowns.nth(i)
+        if dropdown.get_attribute("open") is not None:
+            continue  # written `:open:` on purpose
+        body = dropdown.locator(".sd-summary-content")
+        assert not body.is_visible(), f"dropdown {i} on {name} shows its content folded"
+        dropdown.locator("summary").first.click()
+        assert body.is_visible(), f"dropdown {i} on {name} does not open"
 
 
-def test_dark_mode_switch(page, base_url):
-    _load(page, f"{base_url}/tutorial/gradient-checkpointing.html")
-    background = (
-        "getComputedStyle(document.querySelector('div.cell div.highlight')).backgroundColor"
-    )
-    seen = {}
-    for _ in range(3):  # the switch cycles through auto, light and dark
-        page.locator(".theme-switch-button").first.click()
-        seen[page.evaluate("document.documentElement.dataset.theme")] = page.evaluate(background)
-    assert {"light", "dark"} <= set(seen)
-    assert seen["light"] != seen["dark"], "code cells keep their light background in dark mode"
-
-
-def test_copy_button_copies_the_code(browser, base_url):
-    context = browser.new_context(permissions=["clipboard-read", "clipboard-write"])
-    page = context.new_page()
-    _load(page, f"{base_url}/tutorial/gradient-checkpointing.html")
-    cell = page.locator("div.cell div.highlight").first
-    cell.hover()
-    cell.locator("button.copybtn").click()
+@pytest.mark.parametrize("name", CODE_PAGES[:3])
+def test_copy_button_copies_the_code(new_page, visit, base_url, name):
+    page = new_page(permissions=["clipboard-read", "clipboard-write"])
+    visit(page, base_url + name)
+    block = page.locator("article div.cell_input div.highlight:visible").first
+    block.hover()
+    button = block.locator("button.copybtn").first
+    button.click()
     copied = page.evaluate("navigator.clipboard.readText()")
-    assert copied.strip()
-    assert copied.strip() in cell.inner_text()
-    context.close()
+    shown = block.locator("pre").inner_text()
+
+    def normal(text):
+        return "\n".join(line.rstrip() for line in text.strip().splitlines())
+
+    assert copied.strip(), f"the copy button on {name} copied nothing"
+    assert normal(copied) == normal(shown)
 
 
-def test_download_menu_offers_the_notebook(page, base_url):
-    _load(page, f"{base_url}/tutorial/gradient-checkpointing.html")
-    link = page.locator("a[href$='.ipynb']").first
-    href = link.get_attribute("href")
-    response = page.request.get(f"{base_url}/tutorial/{href}")
-    assert response.ok
-    notebook = response.json()
+def test_colour_mode_switch(page, visit, base_url):
+    visit(page, base_url + "index.html")
+    seen = set()
+    for mode in ("dark", "light", "dark"):
+        _choose_mode(page, mode)
+        theme = page.evaluate("document.documentElement.dataset.theme")
+        assert theme == mode
+        seen.add(theme)
+    # The choice is kept for the next page.
+    page.goto(base_url + NOTEBOOK_PAGES[0], wait_until="networkidle")
+    assert page.evaluate("document.documentElement.dataset.theme") == "dark"
+
+
+def _cell_page() -> str:
+    """A page with a visible code cell and a text output."""
+    for name in NOTEBOOK_PAGES:
+        text = (HTML / name).read_text(encoding="utf-8")
+        if 'class="cell_input' in text and 'class="output text_plain' in text:
+            return name
+    return NOTEBOOK_PAGES[0]
+
+
+@pytest.mark.parametrize(
+    ("os_scheme", "mode"),
+    [("light", "light"), ("dark", "dark"), ("dark", "light"), ("light", "dark")],
+)
+def test_code_cells_follow_the_colour_mode(new_page, visit, base_url, os_scheme, mode):
+    """Cells and outputs are light on a light page and dark on a dark one, whatever the OS says.
+
+    myst-nb 1.4 draws cells from the theme's data-theme; a site seen in light mode on a dark OS
+    has shown dark cells elsewhere (see REFERENCES.md), so both mixed cases are checked.
+    """
+    name = _cell_page()
+    page = new_page(os_scheme)
+    visit(page, base_url + name)
+    _choose_mode(page, mode)
+    assert page.evaluate("document.documentElement.dataset.theme") == mode
+    cell = page.locator("article div.cell div.cell_input div.highlight pre:visible").first
+    output = page.locator("article div.cell div.cell_output pre:visible").first
+    checks = [("code cell", cell), ("cell output", output)]
+    banner = page.locator("article div.cell_output .text_html:has(> .remat-runinfo)")
+    if banner.count():  # an HTML output drawn with the theme's colours
+        checks.append(("runinfo banner", banner.first))
+    for what, element in checks:
+        luminance = element.evaluate(_BACKGROUND)
+        if mode == "light":
+            assert luminance > 0.5, f"{what} on {name} is dark in light mode ({luminance:.2f})"
+        else:
+            assert luminance < 0.2, f"{what} on {name} is light in dark mode ({luminance:.2f})"
+        text = element.evaluate(
+            "el => { const c = getComputedStyle(el).color.match(/[\\d.]+/g).map(Number);"
+            " return (c[0] + c[1] + c[2]) / 3; }"
+        )
+        assert (text > 128) == (mode == "dark"), f"{what} text colour does not follow {mode}"
+
+
+@pytest.mark.parametrize("name", NOTEBOOK_PAGES)
+def test_download_menu_offers_the_notebook_and_the_source(page, visit, base_url, name):
+    visit(page, base_url + name)
+    links = page.locator(".dropdown-download-buttons a")
+    hrefs = links.evaluate_all("links => links.map(a => a.href)")
+    notebooks = [h for h in hrefs if h.endswith(".ipynb")]
+    sources = [h for h in hrefs if h.endswith(".md")]
+    assert notebooks, f"{name}: no .ipynb in the download menu ({hrefs})"
+    assert sources, f"{name}: no .md in the download menu ({hrefs})"
+    notebook = json.loads(page.request.get(notebooks[0]).text())
     assert notebook["nbformat"] == 4
-    assert notebook["cells"]
+    code = [c for c in notebook["cells"] if c["cell_type"] == "code"]
+    assert code, f"{notebooks[0]} has no code cell"
+    assert any(c.get("outputs") for c in code), f"{notebooks[0]} carries no outputs"
+    source = page.request.get(sources[0])
+    assert source.ok
+    assert "```{code-cell}" in source.text()
+
+
+def test_header_icons_are_drawn(page, visit, base_url):
+    """The buttons' icons come from the theme's icon font (the Font Awesome script is a stub)."""
+    seen = visit(page, base_url + NOTEBOOK_PAGES[0])
+    assert seen.failed == []
+    icons = page.locator(".article-header-buttons .btn i:visible, .theme-switch-button i:visible")
+    assert icons.count() >= 3
+    for i in range(icons.count()):
+        drawn = icons.nth(i).evaluate(
+            """el => {
+              const glyph = getComputedStyle(el, '::before');
+              return {
+                width: el.getBoundingClientRect().width,
+                content: glyph.content,
+                font: glyph.fontFamily,
+              };
+            }"""
+        )
+        assert drawn["width"] >= 8, drawn
+        assert drawn["content"] not in {"none", "normal", '""'}, drawn
+        assert "Font Awesome" in drawn["font"], drawn
+    assert page.evaluate("document.fonts.check('900 16px \"Font Awesome 7 Free\"')")

@@ -4,6 +4,8 @@
   beside the ``.md`` source; sphinx-book-theme does that only when launch buttons are on.
 - Cell outputs, the downloadable notebooks and the execution reports never show a path of the
   build machine (see :func:`examples.paths.scrub_paths`).
+- The 404 page's links work from any depth (absolute, under the path the site is served from).
+- Pages do not download Font Awesome's 1.5 MB script, which only adds custom icons.
 """
 
 from __future__ import annotations
@@ -38,6 +40,26 @@ def scrub_outputs(app: Sphinx, doctree: nodes.document) -> None:
                     raw.replace(text, nodes.Text(clean))
 
 
+def _with_cached_outputs(app: Sphinx, notebook: dict) -> dict:
+    """The notebook with its outputs from the execution cache, where it has them.
+
+    myst-nb 1.4 writes jupyter_execute/PAGE.ipynb with outputs only when it executed the page in
+    this build; on a cache hit it writes the notebook as read, without outputs. The cache holds
+    them, keyed by the notebook's code, so they are merged back here.
+    """
+    if app.config.nb_execution_mode != "cache" or not app.config.nb_execution_cache_path:
+        return notebook
+    import nbformat
+    from jupyter_cache import get_cache
+
+    try:
+        cache = get_cache(app.config.nb_execution_cache_path)
+        _, merged = cache.merge_match_into_notebook(nbformat.from_dict(notebook))
+    except KeyError:  # not executed (REMAT_GUIDE_EXECUTE_ONLY left it out): no outputs to add
+        return notebook
+    return json.loads(nbformat.writes(merged))
+
+
 def offer_notebook(app: Sphinx, pagename: str, templatename, context, doctree) -> None:
     """Copy the executed notebook next to the page's sources and add it to the download menu."""
     executed = Path(app.outdir).parent / "jupyter_execute" / f"{pagename}.ipynb"
@@ -45,7 +67,12 @@ def offer_notebook(app: Sphinx, pagename: str, templatename, context, doctree) -
         return
     target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
     target.parent.mkdir(parents=True, exist_ok=True)
-    notebook = json.loads(executed.read_text(encoding="utf-8"))
+    notebook = _with_cached_outputs(app, json.loads(executed.read_text(encoding="utf-8")))
+    # Cells read from a text notebook get random ids; number them so that two builds of one
+    # commit offer the same file.
+    for number, cell in enumerate(notebook.get("cells", [])):
+        if "id" in cell:
+            cell["id"] = f"cell-{number}"
     target.write_text(
         scrub_paths(json.dumps(notebook, indent=1, ensure_ascii=False), _roots(app)) + "\n",
         encoding="utf-8",
@@ -53,8 +80,47 @@ def offer_notebook(app: Sphinx, pagename: str, templatename, context, doctree) -
     context["ipynb_source"] = f"{pagename}.ipynb"
 
 
+def absolute_links_on_404(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    """Make the 404 page's own links absolute, like sphinx-notfound-page does for its chrome.
+
+    The page is served for a missing path at any depth, so a relative ``index.html`` would point
+    below the missing path; notfound rewrites the navigation and assets, not links in the text.
+    """
+    prefix = getattr(app.config, "notfound_urls_prefix", None)
+    if docname != getattr(app.config, "notfound_pagename", "404") or not prefix:
+        return
+    for ref in doctree.findall(nodes.reference):
+        uri = ref.get("refuri", "")
+        if uri and not uri.startswith(("#", "/")) and "://" not in uri and ":" not in uri:
+            ref["refuri"] = prefix.rstrip("/") + "/" + uri
+
+
+FONTAWESOME_JS = "_static/scripts/fontawesome.js"
+
+
+def drop_fontawesome_js(app: Sphinx, exception: Exception | None) -> None:
+    """Replace pydata-sphinx-theme's Font Awesome script (1.5 MB, 0.5 MB gzipped) by a stub.
+
+    The theme's stylesheet already draws every Font Awesome icon from its web fonts; the script
+    exists only so that sites can add icons of their own (the theme says so), which this site
+    does not. Without it a page transfers about half as much. The tag stays in the pages (it is
+    in the theme's template), so the stub keeps it from failing.
+    """
+    if exception is not None or app.builder.format != "html":
+        return
+    script = Path(app.outdir) / FONTAWESOME_JS
+    if script.is_file() and script.stat().st_size > 1000:
+        script.write_text(
+            "/* Font Awesome's script is not needed here: the theme's CSS draws the icons "
+            "(docs/_ext/remat_site.py). */\n",
+            encoding="utf-8",
+        )
+
+
 def setup(app: Sphinx) -> dict[str, object]:
     app.connect("doctree-read", scrub_outputs)
+    app.connect("doctree-resolved", absolute_links_on_404)
+    app.connect("build-finished", drop_fontawesome_js)
     # Before sphinx-book-theme builds its header buttons (priority 501).
     app.connect("html-page-context", offer_notebook, priority=500)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,169 @@
+"""The page conventions of CONTRIBUTING.md, and what the build does with a cell that fails.
+
+Every page under docs/ that has code cells declares itself a MyST text notebook (jupytext front
+matter and a Python 3 kernelspec) and opens with the runinfo banner, so that a reader always sees
+which versions produced its outputs. A raising cell fails the build and the message names the page
+and shows the cell, unless the cell is tagged `raises-exception`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+CODE_CELL = re.compile(r"^```\{code-cell\}[^\n]*\n(?P<body>.*?)^```\s*$", re.S | re.M)
+
+
+def _pages_with_code() -> list[Path]:
+    return sorted(
+        p
+        for p in DOCS.rglob("*.md")
+        if not p.relative_to(DOCS).as_posix().startswith(("_", "jupyter_execute"))
+        and CODE_CELL.search(p.read_text(encoding="utf-8"))
+    )
+
+
+PAGES = _pages_with_code()
+
+
+def _front_matter(text: str) -> str:
+    match = re.match(r"---\n(.*?)\n---\n", text, re.S)
+    return match.group(1) if match else ""
+
+
+def _first_cell(text: str) -> tuple[list[str], str]:
+    """(tags, code) of the first code cell; tags from its `:tags: [...]` option line."""
+    body = CODE_CELL.search(text).group("body")
+    tags = re.search(r"^:tags:\s*\[(.*?)\]\s*$", body, re.M)
+    code = "\n".join(line for line in body.splitlines() if not line.startswith(":"))
+    names = [t.strip().strip("'\"") for t in tags.group(1).split(",")] if tags else []
+    return names, code.strip()
+
+
+def test_there_are_pages_with_code():
+    assert any(p.name == "index.md" and p.parent == DOCS for p in PAGES)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(DOCS).as_posix())
+def test_page_is_a_myst_text_notebook(page):
+    front = _front_matter(page.read_text(encoding="utf-8"))
+    assert front, f"{page.name} has code cells but no front matter (see CONTRIBUTING.md)"
+    assert re.search(r"^jupytext:\s*$", front, re.M), "front matter lacks `jupytext:`"
+    assert re.search(r"^\s+format_name:\s*myst\s*$", front, re.M), "jupytext format is not myst"
+    assert re.search(r"^\s+extension:\s*\.md\s*$", front, re.M), "jupytext extension is not .md"
+    assert re.search(r"^kernelspec:\s*$", front, re.M), "front matter lacks `kernelspec:`"
+    assert re.search(r"^\s+name:\s*python3\s*$", front, re.M), "kernelspec name is not python3"
+    assert re.search(r"^\s+language:\s*python\s*$", front, re.M), "kernelspec is not Python"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(DOCS).as_posix())
+def test_first_cell_is_the_runinfo_banner(page):
+    tags, code = _first_cell(page.read_text(encoding="utf-8"))
+    assert "runinfo" in tags, f"the first cell of {page.name} is not the runinfo banner"
+    assert "remove-input" in tags, "the banner's code should not show (tag remove-input)"
+    assert code == "from examples.runinfo import banner\nbanner()"
+
+
+def test_parsers_see_a_page_without_the_banner():
+    """The checks above do fail on a page that breaks the conventions."""
+    page = textwrap.dedent(
+        """\
+        # No front matter
+
+        ```{code-cell} ipython3
+        print("hello")
+        ```
+        """
+    )
+    assert _front_matter(page) == ""
+    assert _first_cell(page) == ([], 'print("hello")')
+
+
+# --- A failing cell fails the build ---------------------------------------------------------------
+
+FRONT = textwrap.dedent(
+    """\
+    ---
+    jupytext:
+      text_representation:
+        extension: .md
+        format_name: myst
+    kernelspec:
+      display_name: Python 3
+      language: python
+      name: python3
+    ---
+    """
+)
+
+
+def _throwaway_site(tmp_path: Path, tags: str) -> Path:
+    """A two-page docs folder whose second page has a raising cell (tagged as given)."""
+    source = tmp_path / "docs"
+    source.mkdir()
+    (source / "index.md").write_text(
+        "# Throwaway\n\n```{toctree}\nexplodes\n```\n", encoding="utf-8"
+    )
+    (source / "explodes.md").write_text(
+        FRONT
+        + "\n# A page that raises\n\n"
+        + "```{code-cell} ipython3\n"
+        + (f":tags: [{tags}]\n" if tags else "")
+        + 'def detonate():\n    raise ValueError("boom")\n\n\ndetonate()\n```\n',
+        encoding="utf-8",
+    )
+    return source
+
+
+def _sphinx(source: Path, tmp_path: Path) -> subprocess.CompletedProcess:
+    """Build `source` with the project's conf.py (-c), warnings as errors, as `nox -s docs` does."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REMAT_GUIDE_")}
+    env["REMAT_GUIDE_BUILD_DIR"] = str(tmp_path / "build")
+    return subprocess.run(
+        [
+            *(sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-n"),
+            *(
+                "-c",
+                str(ROOT),
+                "-d",
+                str(tmp_path / "doctrees"),
+                str(source),
+                str(tmp_path / "html"),
+            ),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+
+
+@pytest.mark.slow
+def test_a_raising_cell_fails_the_build_and_names_the_page(tmp_path):
+    pytest.importorskip("myst_nb", reason="needs the docs dependency group")
+    result = _sphinx(_throwaway_site(tmp_path, ""), tmp_path)
+    output = re.sub(r"\x1b\[[0-9;]*m", "", result.stdout + result.stderr)  # IPython's colours
+    assert result.returncode != 0, output[-4000:]
+    assert "explodes.md" in output, "the failure does not name the page"
+    assert "Executing notebook failed" in output
+    assert 'raise ValueError("boom")' in output, "the failure does not show the cell"
+    assert "ValueError: boom" in output
+
+
+@pytest.mark.slow
+def test_a_cell_tagged_raises_exception_shows_its_error(tmp_path):
+    pytest.importorskip("myst_nb", reason="needs the docs dependency group")
+    result = _sphinx(_throwaway_site(tmp_path, "raises-exception"), tmp_path)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    page = (tmp_path / "html" / "explodes.html").read_text(encoding="utf-8")
+    assert "ValueError" in page
+    assert "boom" in page
