@@ -7,6 +7,9 @@ environment has Playwright and no JAX) can run with this file in place.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -48,3 +51,45 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+# --- Building a site with the project's conf.py ---------------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+#: Any download a build attempts (an inventory, a font, a social card) goes to a closed port and
+#: fails; with -W the warning fails the build: a build must not need the network.
+OFFLINE = {
+    key: "http://127.0.0.1:9" for key in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
+} | {"NO_PROXY": "", "no_proxy": ""}
+
+
+def run_sphinx(
+    source: Path, out: Path, *, env: dict[str, str], strict: bool = True
+) -> subprocess.CompletedProcess:
+    """`sphinx-build` of `source` into `out` with the project's conf.py, nitpicky and offline.
+
+    `strict` makes warnings errors, as `nox -s docs` does. The caller's REMAT_GUIDE_* variables
+    are dropped and `env` is added (REMAT_GUIDE_BUILD_DIR, at least, so that the execution cache
+    is the test's own); doctrees go beside `out`.
+    """
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("REMAT_GUIDE_")}
+    full_env |= OFFLINE | env
+    return subprocess.run(
+        [
+            *(sys.executable, "-m", "sphinx", "-b", "html", "-n", "-q"),
+            *(("-W", "--keep-going") if strict else ()),
+            *("-c", str(ROOT), "-d", str(out.parent / "doctrees"), str(source), str(out)),
+        ],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=600,
+        check=False,
+    )
+
+
+@pytest.fixture
+def sphinx_build():
+    """:func:`run_sphinx`, for tests that build a site (needs the docs dependency group)."""
+    pytest.importorskip("myst_nb", reason="needs the docs dependency group")
+    return run_sphinx

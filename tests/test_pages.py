@@ -8,10 +8,8 @@ and shows the cell, unless the cell is tagged `raises-exception`.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -123,34 +121,17 @@ def _throwaway_site(tmp_path: Path, tags: str) -> Path:
     return source
 
 
-def _sphinx(source: Path, tmp_path: Path) -> subprocess.CompletedProcess:
-    """Build `source` with the project's conf.py (-c), warnings as errors, as `nox -s docs` does."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("REMAT_GUIDE_")}
-    env["REMAT_GUIDE_BUILD_DIR"] = str(tmp_path / "build")
-    return subprocess.run(
-        [
-            *(sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-n"),
-            *(
-                "-c",
-                str(ROOT),
-                "-d",
-                str(tmp_path / "doctrees"),
-                str(source),
-                str(tmp_path / "html"),
-            ),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,
+def _build(sphinx_build, tmp_path: Path, tags: str) -> subprocess.CompletedProcess:
+    """Build the throwaway site, warnings as errors, as `nox -s docs` does."""
+    source = _throwaway_site(tmp_path, tags)
+    return sphinx_build(
+        source, tmp_path / "html", env={"REMAT_GUIDE_BUILD_DIR": str(tmp_path / "build")}
     )
 
 
 @pytest.mark.slow
-def test_a_raising_cell_fails_the_build_and_names_the_page(tmp_path):
-    pytest.importorskip("myst_nb", reason="needs the docs dependency group")
-    result = _sphinx(_throwaway_site(tmp_path, ""), tmp_path)
+def test_a_raising_cell_fails_the_build_and_names_the_page(sphinx_build, tmp_path):
+    result = _build(sphinx_build, tmp_path, "")
     output = re.sub(r"\x1b\[[0-9;]*m", "", result.stdout + result.stderr)  # IPython's colours
     assert result.returncode != 0, output[-4000:]
     assert "explodes.md" in output, "the failure does not name the page"
@@ -160,9 +141,8 @@ def test_a_raising_cell_fails_the_build_and_names_the_page(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_cell_tagged_raises_exception_shows_its_error(tmp_path):
-    pytest.importorskip("myst_nb", reason="needs the docs dependency group")
-    result = _sphinx(_throwaway_site(tmp_path, "raises-exception"), tmp_path)
+def test_a_cell_tagged_raises_exception_shows_its_error(sphinx_build, tmp_path):
+    result = _build(sphinx_build, tmp_path, "raises-exception")
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
     page = (tmp_path / "html" / "explodes.html").read_text(encoding="utf-8")
     assert "ValueError" in page

@@ -279,33 +279,6 @@ def test_hosting_files_are_there():
 # --- Two builds of one commit give the same site ------------------------------------------------
 
 
-def _build(source: Path, out: Path, cache: Path, only: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("REMAT_GUIDE_")}
-    env.update(
-        REMAT_GUIDE_BUILD_DIR=str(cache),
-        REMAT_GUIDE_EXECUTE_ONLY=only,
-        # Any download attempt (an inventory, a font, a social card) fails, and -W makes the
-        # warning an error: the build must not need the network.
-        HTTP_PROXY="http://127.0.0.1:9",
-        HTTPS_PROXY="http://127.0.0.1:9",
-        http_proxy="http://127.0.0.1:9",
-        https_proxy="http://127.0.0.1:9",
-        NO_PROXY="",
-        no_proxy="",
-    )
-    return subprocess.run(
-        [
-            *(sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-n", "-q"),
-            *("-c", str(ROOT), "-d", str(out.parent / "doctrees"), str(source), str(out)),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-        check=False,
-    )
-
-
 def _differences(a: Path, b: Path) -> list[str]:
     differ = []
     files_a = {p.relative_to(a) for p in a.rglob("*") if p.is_file()}
@@ -319,7 +292,7 @@ def _differences(a: Path, b: Path) -> list[str]:
 
 
 @pytest.mark.slow
-def test_two_builds_of_one_commit_are_identical(tmp_path):
+def test_two_builds_of_one_commit_are_identical(sphinx_build, tmp_path):
     """Every file of two builds is the same, byte for byte (no timestamps, no machine paths).
 
     Only the front page executes (REMAT_GUIDE_EXECUTE_ONLY=index), which keeps the test near a
@@ -327,11 +300,10 @@ def test_two_builds_of_one_commit_are_identical(tmp_path):
     (timings, say) come from one execution. The two builds use different folders, so a folder name
     that leaked into a page would show up as a difference.
     """
-    pytest.importorskip("myst_nb", reason="needs the docs dependency group")
-    cache = tmp_path / "cache"
+    env = {"REMAT_GUIDE_BUILD_DIR": str(tmp_path / "cache"), "REMAT_GUIDE_EXECUTE_ONLY": "index"}
     outs = [tmp_path / "first" / "html", tmp_path / "second-build" / "html"]
     for out in outs:
-        result = _build(ROOT / "docs", out, cache, "index")
+        result = sphinx_build(ROOT / "docs", out, env=env)
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
     assert _differences(*outs) == []
 
@@ -350,37 +322,26 @@ other
 """
 
 
-def _roles_build(tmp_path: Path, inventories: Path) -> tuple[subprocess.CompletedProcess, str]:
-    pytest.importorskip("myst_nb", reason="needs the docs dependency group")
+def _roles_build(
+    sphinx_build, tmp_path: Path, inventories: Path
+) -> tuple[subprocess.CompletedProcess, str]:
+    """Build a page of API roles with the given inventories (warnings reported, not errors)."""
     source = tmp_path / "docs"
     source.mkdir()
     (source / "index.md").write_text(ROLES_PAGE, encoding="utf-8")
     (source / "other.md").write_text("# Another page\n", encoding="utf-8")  # the theme wants a toc
-    env = {k: v for k, v in os.environ.items() if not k.startswith("REMAT_GUIDE_")}
-    env.update(
-        REMAT_GUIDE_BUILD_DIR=str(tmp_path / "build"),
-        REMAT_GUIDE_INVENTORIES=str(inventories),
-        HTTP_PROXY="http://127.0.0.1:9",
-        HTTPS_PROXY="http://127.0.0.1:9",
-    )
-    result = subprocess.run(
-        [
-            *(sys.executable, "-m", "sphinx", "-b", "html", "-n", "-q", "-c", str(ROOT)),
-            *("-d", str(tmp_path / "doctrees"), str(source), str(tmp_path / "html")),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,
-    )
+    env = {
+        "REMAT_GUIDE_BUILD_DIR": str(tmp_path / "build"),
+        "REMAT_GUIDE_INVENTORIES": str(inventories),
+    }
+    result = sphinx_build(source, tmp_path / "html", env=env, strict=False)
     page = tmp_path / "html" / "index.html"
     return result, page.read_text(encoding="utf-8") if page.is_file() else ""
 
 
 @pytest.mark.slow
-def test_api_roles_link_to_upstream_docs_offline(tmp_path):
-    result, page = _roles_build(tmp_path, INVENTORIES)
+def test_api_roles_link_to_upstream_docs_offline(sphinx_build, tmp_path):
+    result, page = _roles_build(sphinx_build, tmp_path, INVENTORIES)
     assert result.returncode == 0, result.stderr[-4000:]
     assert "WARNING" not in result.stderr, result.stderr[-4000:]
     for href in [
@@ -400,10 +361,10 @@ def test_api_roles_link_to_upstream_docs_offline(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_missing_inventory_leaves_plain_text_and_one_clear_warning(tmp_path):
+def test_a_missing_inventory_leaves_plain_text_and_one_clear_warning(sphinx_build, tmp_path):
     empty = tmp_path / "no-inventories"
     empty.mkdir()
-    result, page = _roles_build(tmp_path, empty)
+    result, page = _roles_build(sphinx_build, tmp_path, empty)
     assert result.returncode == 0, result.stderr[-4000:]
     warnings = [line for line in result.stderr.splitlines() if "WARNING" in line]
     assert len(warnings) == 1, warnings
