@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from builtsite import ROOT
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -55,7 +56,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 # --- Building a site with the project's conf.py ---------------------------------------------------
 
-ROOT = Path(__file__).resolve().parent.parent
 #: Any download a build attempts (an inventory, a font, a social card) goes to a closed port and
 #: fails; with -W the warning fails the build: a build must not need the network.
 OFFLINE = {

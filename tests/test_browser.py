@@ -24,6 +24,7 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
+from builtsite import HTML, hosted_path, pages
 
 pytestmark = [
     pytest.mark.browser,
@@ -32,8 +33,6 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
 ]
 
-ROOT = Path(__file__).resolve().parent.parent
-HTML = Path(os.environ.get("REMAT_GUIDE_HTML", ROOT / "_build" / "html"))
 # Debian's Chromium; REMAT_GUIDE_CHROMIUM names another Chromium-based browser (CI's Chrome).
 CHROMIUM = os.environ.get("REMAT_GUIDE_CHROMIUM", "/usr/bin/chromium")
 ARGS = [
@@ -64,33 +63,14 @@ sync_api = pytest.importorskip(
 )
 
 
-def _pages() -> list[str]:
-    """Every page the build wrote, as a path under the site root (search and index pages aside)."""
-    return sorted(
-        p.relative_to(HTML).as_posix()
-        for p in HTML.rglob("*.html")
-        if not p.relative_to(HTML).as_posix().startswith(("_", "genindex", "search"))
-    )
-
-
 def _pages_with(pattern: str) -> list[str]:
     """The pages whose HTML matches a regular expression."""
     found = re.compile(pattern)
     return [name for name in PAGES if found.search((HTML / name).read_text(encoding="utf-8"))]
 
 
-def _site_path() -> str:
-    """The path the hosted site lives under (e.g. /jax-remat-guide/), from its canonical URL."""
-    page = (HTML / "index.html").read_text(encoding="utf-8")
-    canonical = re.search(r'<link rel="canonical" href="([^"]+)"', page)
-    if canonical is None:
-        return "/"
-    path = urllib.parse.urlsplit(canonical.group(1)).path
-    return path[: path.rfind("/") + 1]
-
-
-PAGES = _pages()
-SITE_PATH = _site_path()
+PAGES = pages()
+SITE_PATH = hosted_path()
 NOTEBOOK_PAGES = _pages_with(r'class="cell docutils container"')
 DROPDOWN_PAGES = _pages_with(r"<details class=\"[^\"]*sd-dropdown")
 CODE_PAGES = _pages_with(r'class="cell_input')

@@ -9,7 +9,6 @@ from __future__ import annotations
 import filecmp
 import html.parser
 import importlib.util
-import os
 import re
 import subprocess
 import sys
@@ -18,9 +17,8 @@ import zlib
 from pathlib import Path
 
 import pytest
+from builtsite import HTML, ROOT, hosted_path, pages
 
-ROOT = Path(__file__).resolve().parent.parent
-HTML = Path(os.environ.get("REMAT_GUIDE_HTML", ROOT / "_build" / "html"))
 INVENTORIES = ROOT / "docs" / "_inventories"
 TEXT_SUFFIXES = {".html", ".js", ".css", ".txt", ".ipynb", ".md", ".xml", ".json", ".svg"}
 
@@ -173,16 +171,9 @@ def _parse(path: Path) -> _Links:
     return parser
 
 
-def _site_path(site: Path) -> str:
-    page = (site / "index.html").read_text(encoding="utf-8")
-    canonical = re.search(r'<link rel="canonical" href="([^"]+)"', page)
-    path = urllib.parse.urlsplit(canonical.group(1)).path if canonical else "/"
-    return path[: path.rfind("/") + 1]
-
-
 def test_internal_links_and_anchors_resolve():
     site = _built_site()
-    prefix = _site_path(site)
+    prefix = hosted_path(site)
     ids: dict[Path, set[str]] = {}
     broken = []
     for page in _site_files({".html"}):
@@ -260,19 +251,16 @@ def test_hosting_files_are_there():
             "sphinx-notfound-page) and the current conf.py"
         )
     sitemap = (site / "sitemap.xml").read_text(encoding="utf-8")
-    pages = sorted(
-        p.relative_to(site).as_posix()
-        for p in site.rglob("*.html")
-        if not p.relative_to(site).as_posix().startswith(("_", "genindex", "search", "404"))
-    )
-    for page in pages:
+    for page in pages(site):
+        if page == "404.html":
+            continue  # served for missing paths, not a page to index
         assert f"/{page}</loc>" in sitemap, f"{page} is missing from sitemap.xml"
     assert (site / "favicon.ico").read_bytes()[:4] == b"\x00\x00\x01\x00"
     index = (site / "index.html").read_text(encoding="utf-8")
     card = re.search(r'<meta property="og:image" content="([^"]+)"', index)
     assert card is not None
     assert (
-        site / urllib.parse.urlsplit(card.group(1)).path.removeprefix(_site_path(site))
+        site / urllib.parse.urlsplit(card.group(1)).path.removeprefix(hosted_path(site))
     ).is_file()
 
 
