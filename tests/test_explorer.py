@@ -204,7 +204,7 @@ def test_cli_rejects_unknown_policies(capsys):
 
 def test_cli_writes_a_loadable_file(tmp_path):
     out = tmp_path / "r.json"
-    argv = ["--size", "tiny", "--layers", "3", "--repeats", "1", "--depths", "2"]
+    argv = ["--size", "tiny", "--layers", "3", "--repeats", "7", "--depths", "2"]
     assert e.main([*argv, "--policies", "no remat,nothing_saveable", "--out", str(out)]) == 0
     run = e.load(out)
     assert run.config == dataclasses.replace(TINY, layers=3)
@@ -221,7 +221,7 @@ def _user_loss(w, x):
 def test_compare_policies_on_a_user_function():
     w, x = jnp.ones((16, 16)) / 16, jnp.ones((8, 16))
     table = e.compare_policies(
-        _user_loss, w, x, policies=[e.NO_REMAT, "nothing_saveable"], repeats=1
+        _user_loss, w, x, policies=[e.NO_REMAT, "nothing_saveable"], repeats=7
     )
     rows = {r["policy"]: r for r in table.rows}
     # Without remat the backward pass keeps both tanh outputs and the inner product (8×16 each).
@@ -243,7 +243,7 @@ def _scanned_loss(weights, x, policy=None):
 def test_compare_policies_passes_the_policy_to_functions_that_take_one():
     weights, x = jnp.ones((6, 32, 32)) / 32, jnp.ones((64, 32))
     table = e.compare_policies(
-        _scanned_loss, weights, x, policies=[e.NO_REMAT, "nothing_saveable"], repeats=1
+        _scanned_loss, weights, x, policies=[e.NO_REMAT, "nothing_saveable"], repeats=7
     )
     rows = {r.policy: r for r in table.results}
     assert rows["nothing_saveable"].temp_bytes < rows[e.NO_REMAT].temp_bytes

@@ -10,7 +10,8 @@ import jax.numpy as jnp
 import pytest
 
 from examples import tutorial as T
-from examples.fwd_bwd import FwdBwd, fwd_bwd, primitive_counts, remat_primitive_name
+from examples.fwd_bwd import FwdBwd, fwd_bwd
+from examples.jaxprs import primitive_counts, remat_primitive_name
 
 
 def _lines_with(text, primitive):

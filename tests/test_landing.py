@@ -5,7 +5,8 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from examples.landing import STRATEGIES, inputs, make_loss, measure
+from examples.landing import STRATEGIES, measure
+from examples.models import scan_loss, stacked_tanh
 
 
 def test_checkpointing_uses_less_memory_and_more_flops():
@@ -23,14 +24,14 @@ def test_checkpointing_uses_less_memory_and_more_flops():
 
 
 def test_gradients_do_not_depend_on_the_strategy():
-    weights, x = inputs(depth=3, batch=4, width=8)
+    weights, x = stacked_tanh(depth=3, batch=4, width=8)
     # The loss against an independent float64 reference.
     h = np.asarray(x, np.float64)
     for w in np.asarray(weights, np.float64):
         h = np.tanh(h @ w)
     np.testing.assert_allclose(
-        make_loss(STRATEGIES["no checkpoint"])(weights, x), np.mean(h**2), rtol=1e-5
+        scan_loss(STRATEGIES["no checkpoint"])(weights, x), np.mean(h**2), rtol=1e-5
     )
-    grads = [jax.grad(make_loss(fn))(weights, x) for fn in STRATEGIES.values()]
+    grads = [jax.grad(scan_loss(fn))(weights, x) for fn in STRATEGIES.values()]
     for other in grads[1:]:
         np.testing.assert_allclose(grads[0], other, rtol=1e-5, atol=1e-7)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import pytest
 
-from examples.measure import compiled_stats, format_seconds, time_call
+from examples.measure import MIN_REPEATS, Timing, compiled_stats, time_call
 
 
 def test_matmul_flops_and_argument_bytes():
@@ -18,18 +18,31 @@ def test_matmul_flops_and_argument_bytes():
 
 
 def test_time_call_counts_and_orders():
-    timing = time_call(lambda x: x + 1, jnp.ones(8), repeats=5, warmup=1)
-    assert timing.repeats == 5
-    assert 0 < timing.min_s <= timing.median_s
+    timing = time_call(lambda x: x + 1, jnp.ones(8), repeats=9, warmup=1)
+    assert timing.repeats == 9
+    assert 0 < timing.min_s <= timing.median_s <= timing.max_s
 
 
-def test_time_call_rejects_zero_repeats():
-    with pytest.raises(ValueError, match="at least 1"):
-        time_call(lambda: None, repeats=0)
+@pytest.mark.parametrize("repeats", [0, 1, MIN_REPEATS - 1])
+def test_time_call_needs_enough_repeats_for_a_spread(repeats):
+    with pytest.raises(ValueError, match=f"at least {MIN_REPEATS}"):
+        time_call(lambda: None, repeats=repeats)
 
 
-@pytest.mark.parametrize(
-    ("s", "text"), [(2.5, "2.5 s"), (0.00042, "420 µs"), (0.0123, "12.3 ms"), (5e-8, "50 ns")]
-)
-def test_format_seconds(s, text):
-    assert format_seconds(s) == text
+def _timing(low, mid, high):
+    return Timing(median_s=mid, min_s=low, max_s=high, repeats=MIN_REPEATS)
+
+
+def test_compare_claims_an_order_only_without_overlap():
+    fast, slow = _timing(1.0, 1.1, 1.2), _timing(1.3, 1.4, 1.5)
+    assert fast.compare(slow) == "faster"
+    assert slow.compare(fast) == "slower"
+    # Medians far apart, but the slowest fast call is slower than the fastest slow call.
+    noisy = _timing(1.0, 1.05, 1.35)
+    assert noisy.compare(slow) == "within the noise"
+    assert slow.compare(noisy) == "within the noise"
+
+
+def test_timing_prints_median_and_spread():
+    text = str(_timing(0.00102, 0.0011, 0.00131))
+    assert text == "1.1 ms (median of 7; 1.02–1.31 ms)"

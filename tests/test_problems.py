@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from flax import errors as flax_errors
 
+from examples.jaxprs import remat_sites
 from examples.problems import (
     PROBLEMS,
     checkpoint_dot_policy,
@@ -18,7 +19,7 @@ from examples.problems import (
 from examples.problems import jax_checkpoint as p1
 from examples.problems import linen_checkpoint as p2
 from examples.problems import nnx_remat as p3
-from examples.problems._common import compare_policy, remat_sites
+from examples.problems._common import compare_policy
 from examples.residuals import saved_residuals
 
 DOTS = jax.checkpoint_policies.dots_with_no_batch_dims_saveable

@@ -15,7 +15,6 @@ import functools
 import html
 import inspect
 import json
-import math
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -24,70 +23,16 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.ad_checkpoint import checkpoint_name
 
-from examples.measure import compiled_stats, format_seconds, time_call
+from examples.measure import MIN_REPEATS, compiled_stats, format_seconds, time_call
+from examples.models import SIZES, Config, block, init_inputs, init_params, scan_loss
 from examples.residuals import format_bytes, saved_residuals
 from examples.runinfo import collect
 
 SCHEMA = "jax-remat-guide/explorer/1"
 P = jax.checkpoint_policies
 
-# --- the model ---------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class Config:
-    layers: int
-    batch: int
-    seq: int
-    width: int
-    heads: int
-    mlp_ratio: int = 4
-
-    def __post_init__(self) -> None:
-        if self.width % self.heads:
-            raise ValueError(f"width {self.width} is not divisible by heads {self.heads}")
-
-
-SIZES = {
-    "tiny": Config(layers=2, batch=2, seq=8, width=16, heads=2),
-    "small": Config(layers=6, batch=4, seq=128, width=128, heads=4),
-    "medium": Config(layers=12, batch=8, seq=1024, width=1024, heads=16),
-    "large": Config(layers=24, batch=16, seq=2048, width=2048, heads=16),
-}
-
-
-def init_params(cfg: Config, seed: int = 0) -> dict[str, jax.Array]:
-    """Weights of all layers, stacked along a leading layer axis for ``jax.lax.scan``."""
-    d, h = cfg.width, cfg.mlp_ratio * cfg.width
-    shapes = {"wqkv": (d, 3 * d), "wo": (d, d), "w1": (d, h), "w2": (h, d)}
-    keys = jax.random.split(jax.random.key(seed), len(shapes))
-    return {
-        name: jax.random.normal(k, (cfg.layers, *shape)) / math.sqrt(shape[0])
-        for k, (name, shape) in zip(keys, shapes.items(), strict=True)
-    }
-
-
-def init_inputs(cfg: Config, seed: int = 1) -> jax.Array:
-    return jax.random.normal(jax.random.key(seed), (cfg.batch, cfg.seq, cfg.width))
-
-
-def _rms_norm(x: jax.Array) -> jax.Array:
-    return x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + 1e-6)
-
-
-def block(h: jax.Array, p: dict[str, jax.Array], heads: int) -> jax.Array:
-    """Pre-norm self-attention and MLP with residual connections, for one layer's weights."""
-    b, s, d = h.shape
-    q, k, v = jnp.split(_rms_norm(h) @ p["wqkv"], 3, axis=-1)
-    q, k, v = (t.reshape(b, s, heads, d // heads) for t in (q, k, v))
-    logits = jnp.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(d // heads)
-    logits = checkpoint_name(logits, "attn_logits")
-    attended = jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(logits, axis=-1), v)
-    h = h + attended.reshape(b, s, d) @ p["wo"]
-    hidden = checkpoint_name(jax.nn.gelu(_rms_norm(h) @ p["w1"]), "mlp_hidden")
-    return h + hidden @ p["w2"]
+# --- the model (examples.models), checkpointed ------------------------------------------------
 
 
 NO_REMAT = "no remat"
@@ -137,13 +82,7 @@ def layer_fn(cfg: Config, policy: Any) -> Callable[[jax.Array, dict[str, jax.Arr
 
 def make_loss(cfg: Config, policy: Any) -> Callable[[dict[str, jax.Array], jax.Array], jax.Array]:
     """Scan the (possibly checkpointed) block over the layers; mean square of the output."""
-    body = layer_fn(cfg, policy)
-
-    def loss(params: dict[str, jax.Array], x: jax.Array) -> jax.Array:
-        out, _ = jax.lax.scan(lambda h, p: (body(h, p), None), x, params)
-        return jnp.mean(out**2)
-
-    return loss
+    return scan_loss(layer_fn(cfg, policy))
 
 
 def layer_flops(cfg: Config) -> dict[str, int]:
@@ -227,7 +166,7 @@ def _layer_residual_bytes(cfg: Config, policy: Any, params: dict, x: jax.Array) 
 def measure(
     cfg: Config,
     policies: Sequence[str] | None = None,
-    repeats: int = 5,
+    repeats: int = MIN_REPEATS,
     time_steps: bool = True,
 ) -> list[Result]:
     """Measure every named policy (all of :data:`POLICIES` by default) on the model ``cfg``."""
@@ -311,7 +250,7 @@ class Run:
 
 def run(
     cfg: Config,
-    repeats: int = 5,
+    repeats: int = MIN_REPEATS,
     layers: Sequence[int] = (2, 4, 8, 16),
     policies: Sequence[str] | None = None,
 ) -> Run:
@@ -558,7 +497,7 @@ def compare_policies(
     fn: Callable[..., Any],
     *args: Any,
     policies: dict[str, Any] | Sequence[str] | None = None,
-    repeats: int = 5,
+    repeats: int = MIN_REPEATS,
 ) -> Comparison:
     """Measure ``jax.grad(jax.checkpoint(fn, policy=...))`` for several policies.
 

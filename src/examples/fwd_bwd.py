@@ -20,32 +20,22 @@ printed compactly: one line per equation, with the parameters that only matter t
 
 from __future__ import annotations
 
-import collections
 import html
 import itertools
 import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, Literal
 
 import jax
 import numpy as np
 from jax.extend import core as jex_core
 
+from examples.jaxprs import open_jaxpr, primitive_counts, remat_primitive_name, sub_jaxprs
+
 Style = Literal["compact", "jax"]
 
 #: Parameters worth reading in the compact style; every other parameter is left out.
 _SHOWN_PARAMS = ("differentiated", "policy", "name", "length", "reverse")
-
-
-def remat_primitive_name() -> str:
-    """The name the installed JAX gives ``jax.checkpoint``'s primitive in a jaxpr.
-
-    It was ``remat2`` for years (``remat`` before that) and may become ``checkpoint``; rather
-    than assume, trace a checkpointed function and read it off.
-    """
-    jaxpr = jax.make_jaxpr(jax.checkpoint(lambda x: x * x))(1.0).jaxpr
-    (eqn,) = jaxpr.eqns
-    return eqn.primitive.name
 
 
 def fwd_bwd(f: Callable[..., Any], *args: Any, style: Style = "compact", **kwargs: Any) -> FwdBwd:
@@ -171,33 +161,6 @@ def _html_column(title: str, text: str, remat_name: str) -> str:
     )
 
 
-# -- walking jaxprs -------------------------------------------------------------------------------
-
-
-def _open(jaxpr: Any) -> Any:
-    """A ``Jaxpr`` from a ``Jaxpr`` or ``ClosedJaxpr``."""
-    return jaxpr.jaxpr if isinstance(jaxpr, jex_core.ClosedJaxpr) else jaxpr
-
-
-def _sub_jaxprs(value: Any) -> Iterator[Any]:
-    if isinstance(value, jex_core.ClosedJaxpr | jex_core.Jaxpr):
-        yield value
-    elif isinstance(value, tuple | list):
-        for item in value:
-            yield from _sub_jaxprs(item)
-
-
-def primitive_counts(jaxpr: Any) -> collections.Counter[str]:
-    """Equations per primitive name in ``jaxpr`` and every jaxpr nested in its parameters."""
-    counts: collections.Counter[str] = collections.Counter()
-    for eqn in _open(jaxpr).eqns:
-        counts[eqn.primitive.name] += 1
-        for value in eqn.params.values():
-            for sub in _sub_jaxprs(value):
-                counts += primitive_counts(sub)
-    return counts
-
-
 # -- the compact printer ---------------------------------------------------------------------------
 
 
@@ -205,7 +168,7 @@ def _render(closed: Any, style: Style) -> str:
     if style == "jax":
         return str(closed)
     try:
-        return _Printer().jaxpr(_open(closed), indent=0)
+        return _Printer().jaxpr(open_jaxpr(closed), indent=0)
     except Exception:  # pragma: no cover - a JAX release whose jaxprs this printer cannot walk
         return str(closed)
 
@@ -262,17 +225,17 @@ class _Printer:
         shown = [
             f"{k}={_short(v)}"
             for k, v in eqn.params.items()
-            if k in _SHOWN_PARAMS and not any(True for _ in _sub_jaxprs(v))
+            if k in _SHOWN_PARAMS and not any(True for _ in sub_jaxprs(v))
         ]
         params = f"[{' '.join(shown)}]" if shown else ""
-        nested = [sub for v in eqn.params.values() for sub in _sub_jaxprs(v)]
+        nested = [sub for v in eqn.params.values() for sub in sub_jaxprs(v)]
         outputs = " ".join(self.binder(v) for v in eqn.outvars)
         line = f"{pad}{outputs} = {eqn.primitive.name}{params} {operands}".rstrip()
         if params and len(line) > 72:  # parameters on a line of their own, under the equation
             line = f"{pad}{outputs} = {eqn.primitive.name} {operands}\n{pad}    {params}"
         lines = [line]
         for sub in nested:
-            lines.append(self.jaxpr(_open(sub), indent + 4))
+            lines.append(self.jaxpr(open_jaxpr(sub), indent + 4))
         return lines
 
 

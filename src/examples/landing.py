@@ -11,34 +11,18 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
 
 import jax
-import jax.numpy as jnp
 
 from examples.measure import compiled_stats
-
-
-def layer(w: jax.Array, x: jax.Array) -> jax.Array:
-    return jnp.tanh(x @ w)
-
-
-def make_loss(layer_fn: Callable[[jax.Array, jax.Array], jax.Array]) -> Callable[..., jax.Array]:
-    """Mean square of the network's output; ``layer_fn`` is applied once per stacked weight."""
-
-    def loss(weights: jax.Array, x: jax.Array) -> jax.Array:
-        y, _ = jax.lax.scan(lambda h, w: (layer_fn(w, h), None), x, weights)
-        return jnp.mean(y**2)
-
-    return loss
-
+from examples.models import scan_loss, stacked_tanh, tanh_layer
 
 STRATEGIES: dict[str, Callable[[jax.Array, jax.Array], jax.Array]] = {
-    "no checkpoint": layer,
+    "no checkpoint": tanh_layer,
     "checkpoint, keep matmuls": jax.checkpoint(
-        layer, policy=jax.checkpoint_policies.dots_with_no_batch_dims_saveable
+        tanh_layer, policy=jax.checkpoint_policies.dots_with_no_batch_dims_saveable
     ),
-    "checkpoint, keep nothing": jax.checkpoint(layer),
+    "checkpoint, keep nothing": jax.checkpoint(tanh_layer),
 }
 
 
@@ -50,16 +34,10 @@ class Tradeoff:
     relative_flops: float  #: FLOPs divided by those of "no checkpoint"
 
 
-def inputs(depth: int = 16, batch: int = 64, width: int = 128, seed: int = 0) -> tuple[Any, Any]:
-    kw, kx = jax.random.split(jax.random.key(seed))
-    weights = jax.random.normal(kw, (depth, width, width)) / jnp.sqrt(width)
-    return weights, jax.random.normal(kx, (batch, width))
-
-
 def measure(depth: int = 16, batch: int = 64, width: int = 128) -> list[Tradeoff]:
-    weights, x = inputs(depth, batch, width)
+    weights, x = stacked_tanh(depth, batch, width)
     stats = {
-        name: compiled_stats(jax.grad(make_loss(fn)), weights, x) for name, fn in STRATEGIES.items()
+        name: compiled_stats(jax.grad(scan_loss(fn)), weights, x) for name, fn in STRATEGIES.items()
     }
     base = stats["no checkpoint"].flops
     return [

@@ -14,6 +14,8 @@ from typing import Any
 
 import jax
 
+from examples.display import format_range, format_seconds
+
 
 @dataclasses.dataclass(frozen=True)
 class CompiledStats:
@@ -56,28 +58,66 @@ def _int_or_none(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
+#: The fewest timed calls a figure on the site may rest on.
+MIN_REPEATS = 7
+
+
 @dataclasses.dataclass(frozen=True)
 class Timing:
-    """Seconds per call: the median over ``repeats`` timed calls, after warm-up."""
+    """Seconds per call over ``repeats`` timed calls after warm-up: median and spread.
+
+    On a shared machine one call can take twice as long as the next, so a single figure says
+    little; the site shows the median with the fastest and slowest call, and calls two timings
+    different only where those ranges do not overlap (:meth:`compare`).
+    """
 
     median_s: float
     min_s: float
+    max_s: float
     repeats: int
 
+    @property
+    def spread(self) -> str:
+        """``"1.02–1.31 ms"``: the fastest and the slowest call."""
+        return format_range(self.min_s, self.max_s)
+
     def __str__(self) -> str:
-        return f"{format_seconds(self.median_s)} (median of {self.repeats})"
+        return f"{format_seconds(self.median_s)} (median of {self.repeats}; {self.spread})"
+
+    def overlaps(self, other: Timing) -> bool:
+        """Whether the two ranges of calls (fastest to slowest) overlap."""
+        return self.min_s <= other.max_s and other.min_s <= self.max_s
+
+    def compare(self, other: Timing) -> str:
+        """``"faster"``, ``"slower"`` or ``"within the noise"``: this timing against ``other``.
+
+        An ordering is claimed only where the ranges do not overlap.
+        """
+        if self.overlaps(other):
+            return "within the noise"
+        return "faster" if self.max_s < other.min_s else "slower"
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
 
 
 def time_call(
-    fn: Callable[..., Any], *args: Any, repeats: int = 20, warmup: int = 2, **kwargs: Any
+    fn: Callable[..., Any],
+    *args: Any,
+    repeats: int = MIN_REPEATS,
+    warmup: int = 2,
+    **kwargs: Any,
 ) -> Timing:
     """Time ``fn(*args, **kwargs)``, blocking until its results are ready.
 
-    The warm-up calls absorb compilation and caching; the median is robust to the odd slow call
-    on a busy machine.
+    The warm-up calls absorb compilation and caching. At least :data:`MIN_REPEATS` calls are
+    timed, so that the median and the spread mean something.
     """
-    if repeats < 1:
-        raise ValueError(f"repeats must be at least 1, not {repeats}")
+    if repeats < MIN_REPEATS:
+        raise ValueError(
+            f"repeats must be at least {MIN_REPEATS} (a median and a spread need that many "
+            f"calls), not {repeats}"
+        )
     for _ in range(warmup):
         jax.block_until_ready(fn(*args, **kwargs))
     samples = []
@@ -85,12 +125,4 @@ def time_call(
         start = time.perf_counter()
         jax.block_until_ready(fn(*args, **kwargs))
         samples.append(time.perf_counter() - start)
-    return Timing(statistics.median(samples), min(samples), repeats)
-
-
-def format_seconds(seconds: float) -> str:
-    """``0.00042`` -> ``"420 µs"``."""
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-        if seconds >= scale:
-            return f"{seconds / scale:.3g} {unit}"
-    return f"{seconds / 1e-9:.3g} ns"
+    return Timing(statistics.median(samples), min(samples), max(samples), repeats)

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.ad_checkpoint import checkpoint_name
 
+from examples.jaxprs import walk
 from examples.residuals import Residuals, format_bytes, print_residuals, saved_residuals
 
 P = jax.checkpoint_policies
@@ -417,18 +418,12 @@ class OffloadEvidence:
 
 def host_transfers(jaxpr: Any) -> int:
     """How many ``device_put`` equations in ``jaxpr`` (and the jaxprs inside it) go to the host."""
-    count = 0
-    for eqn in jaxpr.eqns:
-        if eqn.primitive.name == "device_put":
-            count += sum(
-                "host" in str(getattr(v.aval, "memory_space", "")).lower() for v in eqn.outvars
-            )
-        for value in eqn.params.values():
-            for sub in value if isinstance(value, (tuple, list)) else (value,):
-                inner = getattr(sub, "jaxpr", sub)  # a ClosedJaxpr holds a Jaxpr
-                if hasattr(inner, "eqns"):
-                    count += host_transfers(inner)
-    return count
+    return sum(
+        "host" in str(getattr(v.aval, "memory_space", "")).lower()
+        for eqn, _ in walk(jaxpr)
+        if eqn.primitive.name == "device_put"
+        for v in eqn.outvars
+    )
 
 
 def offload_evidence(policy: Callable[..., Any], *args: jax.Array) -> OffloadEvidence:

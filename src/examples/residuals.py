@@ -22,6 +22,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from examples.display import format_bytes
+
 Kind = Literal["argument", "output", "named", "jitted", "literal", "constant"]
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
@@ -184,17 +186,6 @@ def print_residuals(f: Callable[..., Any], *args: Any, **kwargs: Any) -> Residua
     listing = saved_residuals(f, *args, **kwargs)
     print(listing)
     return listing
-
-
-def format_bytes(n: int) -> str:
-    """``1536`` -> ``"1.5 KiB"``; exact below a KiB."""
-    if n < 1024:
-        return f"{n} B"
-    for unit in ("KiB", "MiB", "GiB", "TiB"):
-        n /= 1024
-        if n < 1024 or unit == "TiB":
-            return f"{n:.1f} {unit}"
-    raise AssertionError("unreachable")
 
 
 def total_bytes(residuals: Iterable[Residual]) -> int:

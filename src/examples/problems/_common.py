@@ -18,13 +18,14 @@ from __future__ import annotations
 import collections
 import dataclasses
 import inspect
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from examples.jaxprs import RematSite, remat_sites
 from examples.residuals import Residuals, saved_residuals
 
 # --- the spec -------------------------------------------------------------------------------------
@@ -114,70 +115,6 @@ def normal(rng: np.random.Generator, shape: tuple[int, ...], scale: float = 1.0)
 def away_from_kinks(pre_activations: Sequence[np.ndarray], margin: float = 1e-3) -> bool:
     """True if no ReLU input is so near 0 that float32 and float64 could disagree on its sign."""
     return all(np.min(np.abs(h)) > margin for h in pre_activations)
-
-
-# --- finding the checkpoint in a jaxpr ------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class RematSite:
-    """One equation of JAX's checkpoint primitive, wherever it sits in a traced function."""
-
-    primitive: str  #: "remat2" (or "checkpoint", depending on the JAX release)
-    policy: Any  #: the ``policy`` parameter; ``None`` means keep nothing
-    depth: int  #: how many checkpoints surround this one
-    products: int  #: ``dot_general`` equations inside it, nested jaxprs included
-
-
-def _open(jaxpr: Any) -> Any:
-    return jaxpr.jaxpr if hasattr(jaxpr, "consts") and hasattr(jaxpr, "jaxpr") else jaxpr
-
-
-def _nested(value: Any) -> Iterator[Any]:
-    """The jaxprs inside one equation parameter (a jaxpr, a closed jaxpr, or tuples of them)."""
-    if hasattr(value, "eqns"):
-        yield value
-    elif hasattr(value, "jaxpr") and hasattr(getattr(value, "jaxpr", None), "eqns"):
-        yield value.jaxpr
-    elif isinstance(value, tuple | list):
-        for item in value:
-            yield from _nested(item)
-
-
-def _is_remat(eqn: Any) -> bool:
-    # remat2 (and a future "checkpoint") carry these three parameters together; nothing else does.
-    return {"jaxpr", "policy", "prevent_cse"} <= set(eqn.params)
-
-
-def count_primitive(jaxpr: Any, name: str) -> int:
-    total = 0
-    for eqn in _open(jaxpr).eqns:
-        total += eqn.primitive.name == name
-        for value in eqn.params.values():
-            for sub in _nested(value):
-                total += count_primitive(sub, name)
-    return total
-
-
-def remat_sites(jaxpr: Any, depth: int = 0) -> list[RematSite]:
-    """Every checkpoint equation in ``jaxpr`` and the jaxprs nested in its equations."""
-    found: list[RematSite] = []
-    for eqn in _open(jaxpr).eqns:
-        inner_depth = depth
-        if _is_remat(eqn):
-            found.append(
-                RematSite(
-                    primitive=eqn.primitive.name,
-                    policy=eqn.params["policy"],
-                    depth=depth,
-                    products=count_primitive(eqn.params["jaxpr"], "dot_general"),
-                )
-            )
-            inner_depth = depth + 1
-        for value in eqn.params.values():
-            for sub in _nested(value):
-                found.extend(remat_sites(sub, inner_depth))
-    return found
 
 
 # --- policies -------------------------------------------------------------------------------------

@@ -1,0 +1,115 @@
+"""The models several pages share, all written the way deep models usually are: one layer's
+function applied over weights stacked along a leading axis with ``jax.lax.scan``.
+
+- :func:`scan_loss` turns a layer ``(carry, layer_params) -> carry`` into a loss over the stack;
+- :func:`tanh_layer` and :func:`stacked_tanh` are the small MLP of the landing page and the
+  pitfalls page;
+- :class:`Config`, :func:`block` and friends are the pre-norm transformer of the explorer, the
+  how-to guides and the sharded step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from jax.ad_checkpoint import checkpoint_name
+
+# --- scan over layers -----------------------------------------------------------------------------
+
+
+def scan_layers(layer: Callable[[Any, Any], Any], params: Any, x: Any) -> Any:
+    """Apply ``layer(carry, layer_params)`` once per slice of the stacked ``params``."""
+    out, _ = jax.lax.scan(lambda h, p: (layer(h, p), None), x, params)
+    return out
+
+
+def scan_loss(layer: Callable[[Any, Any], Any]) -> Callable[[Any, Any], jax.Array]:
+    """``loss(params, x)``: the mean square of :func:`scan_layers`' output.
+
+    Wrap ``layer`` in ``jax.checkpoint`` (with a policy) before passing it, and the scanned body
+    is what gets checkpointed: the usual place for remat in a deep model.
+    """
+
+    def loss(params: Any, x: Any) -> jax.Array:
+        return jnp.mean(scan_layers(layer, params, x) ** 2)
+
+    return loss
+
+
+# --- a small MLP ----------------------------------------------------------------------------------
+
+
+def tanh_layer(h: jax.Array, w: jax.Array) -> jax.Array:
+    """One layer: ``tanh(h @ w)``."""
+    return jnp.tanh(h @ w)
+
+
+def stacked_tanh(
+    depth: int = 16, batch: int = 64, width: int = 128, seed: int = 0
+) -> tuple[jax.Array, jax.Array]:
+    """Stacked weights ``(depth, width, width)`` / sqrt(width), and an input ``(batch, width)``."""
+    kw, kx = jax.random.split(jax.random.key(seed))
+    weights = jax.random.normal(kw, (depth, width, width)) / jnp.sqrt(width)
+    return weights, jax.random.normal(kx, (batch, width))
+
+
+# --- a pre-norm transformer -----------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    layers: int
+    batch: int
+    seq: int
+    width: int
+    heads: int
+    mlp_ratio: int = 4
+
+    def __post_init__(self) -> None:
+        if self.width % self.heads:
+            raise ValueError(f"width {self.width} is not divisible by heads {self.heads}")
+
+
+SIZES = {
+    "tiny": Config(layers=2, batch=2, seq=8, width=16, heads=2),
+    "small": Config(layers=6, batch=4, seq=128, width=128, heads=4),
+    "medium": Config(layers=12, batch=8, seq=1024, width=1024, heads=16),
+    "large": Config(layers=24, batch=16, seq=2048, width=2048, heads=16),
+}
+
+
+def init_params(cfg: Config, seed: int = 0) -> dict[str, jax.Array]:
+    """Weights of all layers, stacked along a leading layer axis for ``jax.lax.scan``."""
+    d, h = cfg.width, cfg.mlp_ratio * cfg.width
+    shapes = {"wqkv": (d, 3 * d), "wo": (d, d), "w1": (d, h), "w2": (h, d)}
+    keys = jax.random.split(jax.random.key(seed), len(shapes))
+    return {
+        name: jax.random.normal(k, (cfg.layers, *shape)) / math.sqrt(shape[0])
+        for k, (name, shape) in zip(keys, shapes.items(), strict=True)
+    }
+
+
+def init_inputs(cfg: Config, seed: int = 1) -> jax.Array:
+    return jax.random.normal(jax.random.key(seed), (cfg.batch, cfg.seq, cfg.width))
+
+
+def rms_norm(x: jax.Array) -> jax.Array:
+    return x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + 1e-6)
+
+
+def block(h: jax.Array, p: dict[str, jax.Array], heads: int) -> jax.Array:
+    """Pre-norm self-attention and MLP with residual connections, for one layer's weights."""
+    b, s, d = h.shape
+    q, k, v = jnp.split(rms_norm(h) @ p["wqkv"], 3, axis=-1)
+    q, k, v = (t.reshape(b, s, heads, d // heads) for t in (q, k, v))
+    logits = jnp.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(d // heads)
+    logits = checkpoint_name(logits, "attn_logits")
+    attended = jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(logits, axis=-1), v)
+    h = h + attended.reshape(b, s, d) @ p["wo"]
+    hidden = checkpoint_name(jax.nn.gelu(rms_norm(h) @ p["w1"]), "mlp_hidden")
+    return h + hidden @ p["w2"]
