@@ -194,3 +194,91 @@ def lint(session: nox.Session) -> None:
     install(session, *_group("lint"), project=False)
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+
+
+# ------------------------------------------------------------------------------------------------
+# The JAX release matrix (issue 16): the examples' tests on every recent JAX release, and the
+# facts of docs/reference/releases.md ("Across JAX releases"), measured on each.
+#
+#     nox -s tests-jax                     every release below (about 8 environments)
+#     nox -s "tests-jax(0.5.3)"            one release, by its id
+#     nox -t jax-oldest jax-newest         the oldest and the newest (what CI runs)
+#
+# Each environment has that JAX (its jaxlib comes with it), the newest Flax whose own requirements
+# accept it, pytest, matplotlib and numpy: not the documentation stack. After the tests, the
+# session runs `python -m examples.releases`, which measures the facts and writes (or replaces,
+# saying so) docs/reference/data/jax-RELEASE.json, with the tests' outcome.
+# Python 3.12 must be on PATH for the last releases (pyenv: PYENV_VERSION=3.11.7:3.12.1).
+# ------------------------------------------------------------------------------------------------
+
+#: (Python, jax, flax, tags), oldest first. Python 3.11 gets JAX 0.10 at most; 3.12 the rest.
+#: Flax is the newest release whose requirements accept that JAX: flax 0.10.7 needs jax>=0.6.0,
+#: 0.12.0 needs jax>=0.7.1, 0.12.1 needs jax>=0.8.1, 0.12.7 needs jax>=0.10.0, 0.12.9 Python 3.12.
+JAX_RELEASES: list[tuple[str, str, str, list[str]]] = [
+    ("3.11", "0.5.3", "0.10.6", ["jax-oldest"]),
+    ("3.11", "0.6.2", "0.11.2", []),
+    ("3.11", "0.7.2", "0.12.0", []),
+    ("3.11", "0.8.3", "0.12.6", []),
+    ("3.11", "0.9.2", "0.12.6", []),
+    ("3.11", "0.10.2", "0.12.8", []),
+    ("3.12", "0.11.2", "0.12.12", []),
+    ("3.12", "0.12.0.1", "0.12.12", ["jax-newest"]),
+]
+#: Test files that build sites with the documentation stack, which the matrix does not install.
+#: Every other file under tests/ runs, so a new example's tests join the matrix by themselves.
+JAX_MATRIX_SKIPS_FILES = ("test_site.py", "test_pages.py", "test_browser.py")
+JAX_MATRIX_DATA = ROOT / "docs" / "reference" / "data"
+
+
+@nox.session(name="tests-jax")
+@nox.parametrize(
+    ("python", "jax", "flax"),
+    [nox.param(py, jax, flax, id=jax, tags=tags) for py, jax, flax, tags in JAX_RELEASES],
+)
+def tests_jax(session: nox.Session, jax: str, flax: str) -> None:
+    """The examples' tests on one JAX release and its Flax; records the release's facts."""
+    import time
+    import xml.etree.ElementTree
+
+    requirements = [
+        f"jax=={jax}",
+        f"flax=={flax}",
+        *("pytest>=8.3", "pytest-timeout>=2.3", "matplotlib>=3.9", "numpy>=1.26"),
+    ]
+    key = hashlib.sha256(
+        json.dumps([requirements, (ROOT / "pyproject.toml").read_text()]).encode()
+    ).hexdigest()
+    stamp = Path(session.virtualenv.location) / ".remat-guide-installed"
+    start = time.perf_counter()
+    if stamp.is_file() and stamp.read_text() == key:
+        session.log("requirements unchanged since the last run: nothing to install")
+    else:
+        stamp.unlink(missing_ok=True)
+        # One resolve: the project's own bounds must accept this release, or the install fails.
+        session.install(*requirements, "-e", ".")
+        stamp.write_text(key)
+    install_s = time.perf_counter() - start
+
+    tmp = Path(session.create_tmp())
+    junit = tmp / "junit.xml"
+    junit.unlink(missing_ok=True)
+    ignores = [f"--ignore={ROOT / 'tests' / name}" for name in JAX_MATRIX_SKIPS_FILES]
+    start = time.perf_counter()
+    code = session.run(
+        *("python", "-m", "pytest", str(ROOT / "tests"), *ignores, "-m", "not browser"),
+        *("-p", "no:cacheprovider", f"--junitxml={junit}", *session.posargs),
+        env={"REMAT_GUIDE_EXPECT_BACKEND": "cpu", "JAX_PLATFORMS": "cpu"},
+        success_codes=[0, 1],
+    )
+    tests_s = time.perf_counter() - start
+    if session.posargs:
+        session.log("pytest arguments given: a partial run, so no facts are recorded")
+    elif junit.is_file():
+        xml.etree.ElementTree.parse(junit)  # a broken report fails here, before any record
+        session.run(
+            *("python", "-m", "examples.releases", "--out", str(JAX_MATRIX_DATA), "--replace"),
+            *("--junit", str(junit), "--flax-requirement", flax),
+            *("--seconds", f"install={install_s:.0f}", "--seconds", f"tests={tests_s:.0f}"),
+        )
+    if code not in (0, True):
+        session.error(f"tests failed on jax {jax} (the record says which and why)")

@@ -14,6 +14,7 @@ from typing import Any
 
 import jax
 
+from examples import compat
 from examples.display import format_range, format_seconds
 
 
@@ -40,22 +41,17 @@ def compiled_stats(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Compile
         raise RuntimeError(
             f"the {jax.default_backend()} backend reports no memory analysis for compiled code"
         )
-    cost = compiled.cost_analysis()
-    if isinstance(cost, list):  # older jaxlibs return one dict per device
-        cost = cost[0] if cost else None
+    cost = compat.cost_analysis(compiled)
     flops = None if not cost or "flops" not in cost else float(cost["flops"])
     return CompiledStats(
         temp_bytes=int(memory.temp_size_in_bytes),
         argument_bytes=int(memory.argument_size_in_bytes),
         output_bytes=int(memory.output_size_in_bytes),
-        peak_bytes=_int_or_none(getattr(memory, "peak_memory_in_bytes", None)),
+        # Reported by newer jaxlibs only (None elsewhere).
+        peak_bytes=compat.memory_field(memory, "peak_memory_in_bytes"),
         flops=flops,
-        host_temp_bytes=_int_or_none(getattr(memory, "host_temp_size_in_bytes", None)),
+        host_temp_bytes=compat.memory_field(memory, "host_temp_size_in_bytes"),
     )
-
-
-def _int_or_none(value: Any) -> int | None:
-    return None if value is None else int(value)
 
 
 #: The fewest timed calls a figure on the site may rest on.

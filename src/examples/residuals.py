@@ -8,7 +8,9 @@ hosted page that path would be the build machine's (``/home/...`` or ``/tmp/ipyk
 This module asks JAX the same question and returns structured records instead: shape, dtype,
 what the value is (an argument, a primitive's output, a named value, ...), where in the source it
 was made, with a path relative to this package, and how many bytes it occupies. Its printer writes
-lines that read exactly like ``print_saved_residuals`` but for the path.
+lines that read exactly like ``print_saved_residuals`` of the newest JAX releases but for the path;
+on older releases, which worded some residuals differently, the records still mean the same
+(:mod:`examples.compat` translates).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from examples import compat
 from examples.display import format_bytes
 
 Kind = Literal["argument", "output", "named", "jitted", "literal", "constant"]
@@ -55,8 +58,11 @@ class Residual:
     #: ``"examples/tutorial.py:12:9 (g)"``: file, line, column and function; ``None`` for
     #: arguments, literals and constants.
     source: str | None
-    #: JAX's short type string, ``"f32[5,4]"``.
+    #: JAX's short type string, ``"f32[5,4]"`` (``"f32<host>[5,4]"`` in host memory, on the
+    #: releases whose abstract values carry a memory space).
     type_str: str
+    #: Kept in host memory (an offloading policy), on every release; see :mod:`examples.compat`.
+    on_host: bool = False
 
     @property
     def nbytes(self) -> int:
@@ -141,7 +147,9 @@ def _relative_path(path: str) -> str:
     return f"{_PACKAGE_DIR.name}/{inside.as_posix()}"
 
 
-def _parse(type_str: str, shape: tuple[int, ...], dtype: Any, description: str) -> Residual:
+def _parse(
+    type_str: str, shape: tuple[int, ...], dtype: Any, description: str, on_host: bool = False
+) -> Residual:
     for kind, pattern in _DESCRIPTIONS:
         match = pattern.match(description)
         if match is not None:
@@ -154,6 +162,7 @@ def _parse(type_str: str, shape: tuple[int, ...], dtype: Any, description: str) 
                 detail=groups.get("detail"),
                 source=relative_source(source) if source else None,
                 type_str=type_str,
+                on_host=on_host,
             )
     raise ValueError(
         f"examples.residuals does not understand JAX's residual description {description!r}; "
@@ -161,23 +170,16 @@ def _parse(type_str: str, shape: tuple[int, ...], dtype: Any, description: str) 
     )
 
 
-def _jax_saved_residuals() -> Callable[..., list[tuple[Any, str]]]:
-    try:
-        from jax._src.ad_checkpoint import saved_residuals
-    except ImportError as err:  # pragma: no cover - depends on the installed JAX
-        raise ImportError(
-            "examples.residuals needs jax._src.ad_checkpoint.saved_residuals, the function behind "
-            "jax.ad_checkpoint.print_saved_residuals; the installed JAX does not have it"
-        ) from err
-    return saved_residuals
-
-
 def saved_residuals(f: Callable[..., Any], *args: Any, **kwargs: Any) -> Residuals:
-    """The values ``jax.vjp(f, *args, **kwargs)`` keeps for the backward pass."""
-    listing = _jax_saved_residuals()(f, *args, **kwargs)
+    """The values ``jax.vjp(f, *args, **kwargs)`` keeps for the backward pass.
+
+    Described as the newest JAX releases describe them, on every supported release (older ones
+    listed a kept matrix product as ``output of reduce_precision``; see :mod:`examples.compat`).
+    """
+    listing = compat.saved_residuals(f, *args, **kwargs)
     return Residuals(
-        _parse(aval.str_short(short_dtypes=True), aval.shape, aval.dtype, description)
-        for aval, description in listing
+        _parse(aval.str_short(short_dtypes=True), aval.shape, aval.dtype, description, on_host)
+        for aval, description, on_host in listing
     )
 
 

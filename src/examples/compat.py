@@ -1,0 +1,249 @@
+"""Where JAX releases differ, in one place: the package's only release-dependent code.
+
+The package supports every JAX from its lower bound in ``pyproject.toml`` to the newest (the
+release matrix, ``nox -s tests-jax``, runs its tests on each). What differs between those
+releases, and is handled here:
+
+- **Residual descriptions.** ``jax.ad_checkpoint.print_saved_residuals`` words the same saved
+  value differently across releases. Before JAX looked through the ``reduce_precision`` that a
+  checkpoint inserts after each value it keeps (JAX PR 22244), a kept matrix product was listed
+  as ``output of reduce_precision``; and older releases also called the *input* of a
+  ``checkpoint_name`` "named". :func:`saved_residuals` traces exactly as the installed JAX does
+  and describes the result the way the newest releases do, so the package's structured
+  listings (:mod:`examples.residuals`) mean the same on every release;
+  :func:`jax_saved_residuals` is JAX's own wording, untouched.
+- **Memory spaces.** Newer releases put the memory space in the abstract value
+  (``f32<host>[2,4,8]``, ``aval.memory_space``); older ones only in the ``device_put`` that
+  moves a value (``TransferToMemoryKind('pinned_host')``). :func:`device_put_to_host` and the
+  ``on_host`` flag of :func:`saved_residuals` read either.
+- **The jitted-call primitive** is ``pjit`` on older releases and ``jit`` on newer ones.
+- **XLA's analyses**: ``cost_analysis()`` returned a list with one dict per device on some
+  jaxlibs and a dict on others; ``memory_analysis()`` gained ``peak_memory_in_bytes`` on newer
+  jaxlibs.
+- **Policies**: the names in ``jax.checkpoint_policies`` grow with the release;
+  :func:`checkpoint_policy` says clearly when the installed JAX lacks one.
+
+What changed where, measured release by release, is on the page "Across JAX releases"
+(``examples.releases`` collects it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NamedTuple
+
+import jax
+from jax.extend import core as jex_core
+
+#: The primitive a call of a ``jax.jit``-ed function traces to: ``pjit`` before it was
+#: renamed, ``jit`` after.
+JIT_PRIMITIVE_NAMES = frozenset({"pjit", "jit"})
+
+
+def jax_version() -> tuple[int, ...]:
+    """The installed JAX release as numbers: ``(0, 12, 0, 1)`` for ``0.12.0.1``."""
+    return tuple(int(part) for part in jax.__version__.split(".") if part.isdigit())
+
+
+# --- residuals -----------------------------------------------------------------------------------
+
+
+def _ad_checkpoint_impl() -> Any:
+    try:
+        from jax._src import ad_checkpoint
+    except ImportError as err:  # pragma: no cover - depends on the installed JAX
+        raise ImportError(
+            "examples needs jax._src.ad_checkpoint, the module behind "
+            f"jax.ad_checkpoint.print_saved_residuals; jax {jax.__version__} does not have it"
+        ) from err
+    for name in ("saved_residuals", "_saved_residuals"):
+        if not hasattr(ad_checkpoint, name):  # pragma: no cover - depends on the installed JAX
+            raise ImportError(
+                f"jax {jax.__version__} has no jax._src.ad_checkpoint.{name}, which "
+                "examples.compat reads residual listings from"
+            )
+    return ad_checkpoint
+
+
+def jax_saved_residuals(f: Callable[..., Any], *args: Any, **kwargs: Any) -> list[tuple[Any, str]]:
+    """``(aval, description)`` pairs, worded as the installed JAX's ``print_saved_residuals``."""
+    return _ad_checkpoint_impl().saved_residuals(f, *args, **kwargs)
+
+
+@contextlib.contextmanager
+def _capture_residual_jaxpr(impl: Any) -> Iterator[list[tuple[Any, Sequence[str]]]]:
+    """Record the jaxpr and argument names the installed JAX describes residuals from."""
+    captured: list[tuple[Any, Sequence[str]]] = []
+    original = impl._saved_residuals
+
+    def capture(jaxpr: Any, arg_names: Sequence[str]) -> Any:
+        captured.append((jaxpr, arg_names))
+        return original(jaxpr, arg_names)
+
+    impl._saved_residuals = capture
+    try:
+        yield captured
+    finally:
+        impl._saved_residuals = original
+
+
+class SavedValue(NamedTuple):
+    """One residual: its abstract value, JAX's description, and whether it lives in host memory."""
+
+    aval: Any
+    description: str
+    on_host: bool
+
+
+def saved_residuals(f: Callable[..., Any], *args: Any, **kwargs: Any) -> list[SavedValue]:
+    """What ``jax.vjp(f, *args, **kwargs)`` keeps, described as the newest JAX releases do.
+
+    The program is traced by the installed JAX's own ``saved_residuals``; only the words
+    differ on older releases (see the module's docstring).
+    """
+    impl = _ad_checkpoint_impl()
+    with _capture_residual_jaxpr(impl) as captured:
+        listing = impl.saved_residuals(f, *args, **kwargs)
+    if len(captured) != 1:  # pragma: no cover - depends on the installed JAX
+        raise RuntimeError(
+            f"jax {jax.__version__}'s saved_residuals described {len(captured)} programs, not "
+            "one; examples.compat does not know this release's residual code"
+        )
+    described = _describe(*captured[0])
+    if len(described) != len(listing):  # pragma: no cover - depends on the installed JAX
+        raise RuntimeError(
+            f"jax {jax.__version__} lists {len(listing)} residuals where examples.compat finds "
+            f"{len(described)}; this release's residual code differs from what it knows"
+        )
+    return described
+
+
+def _describe(jaxpr: Any, arg_names: Sequence[str]) -> list[SavedValue]:
+    """The residuals (output variables) of ``jaxpr``, in JAX's order and newest wording.
+
+    A ``reduce_precision`` that only re-rounds a value to its own precision is looked through:
+    the value it keeps is its operand's.
+    """
+    from jax._src import source_info_util
+
+    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)  # newer releases hand over a ClosedJaxpr
+    literal = jex_core.Literal
+    through = {
+        eqn.outvars[0]: eqn.invars[0]
+        for eqn in jaxpr.eqns
+        if eqn.primitive.name == "reduce_precision" and not isinstance(eqn.invars[0], literal)
+    }
+
+    def look_through(v: Any) -> Any:
+        while v in through:
+            v = through[v]
+        return v
+
+    kept = {look_through(v) for v in jaxpr.outvars if not isinstance(v, literal)}
+    found = [
+        SavedValue(v.aval, "from a literal", aval_on_host(v.aval))
+        for v in jaxpr.outvars
+        if isinstance(v, literal)
+    ]
+    found += [
+        SavedValue(v.aval, "from a constant", aval_on_host(v.aval))
+        for v in jaxpr.constvars
+        if v in kept
+    ]
+    for i, v in enumerate(jaxpr.invars):
+        if v in kept:
+            name = arg_names[i] if i < len(arg_names) else None
+            what = f"from the argument {name}" if name else f"from the argument at {i}"
+            found.append(SavedValue(v.aval, what, aval_on_host(v.aval)))
+    for eqn in jaxpr.eqns:
+        for v in eqn.outvars:
+            if v not in kept:
+                continue
+            source = source_info_util.summarize(eqn.source_info)
+            name = _checkpoint_name_of(eqn)
+            if name is not None:
+                what = f"named '{name}' from {source}"
+            elif eqn.primitive.name in JIT_PRIMITIVE_NAMES:
+                what = f"output of jitted function '{eqn.params['name']}' from {source}"
+            else:
+                what = f"output of {eqn.primitive.name} from {source}"
+            on_host = aval_on_host(v.aval) or device_put_to_host(eqn)
+            found.append(SavedValue(v.aval, what, on_host))
+    return found
+
+
+def _checkpoint_name_of(eqn: Any) -> str | None:
+    """The name a ``checkpoint_name`` equation gives its value (either remat), else ``None``."""
+    if eqn.primitive.name == "name":
+        return eqn.params.get("name")
+    # Under jax_remat3, checkpoint_name stages a generic primitive carrying a CheckpointName.
+    prim = eqn.params.get("_prim")
+    if type(prim).__name__.startswith("CheckpointName"):
+        return getattr(prim, "name", None)
+    return None
+
+
+# --- memory spaces -------------------------------------------------------------------------------
+
+
+def _names_host(space: Any) -> bool:
+    """Whether a memory space or memory kind (``MemorySpace.Host``, ``'pinned_host'``) is the host's."""
+    kind = getattr(space, "memory_kind", space)  # TransferToMemoryKind(memory_kind=...)
+    return kind is not None and "host" in str(kind).lower()
+
+
+def aval_on_host(aval: Any) -> bool:
+    """Whether an abstract value says it lives in host memory (newer releases only say so)."""
+    return _names_host(getattr(aval, "memory_space", None))
+
+
+def device_put_to_host(eqn: Any) -> bool:
+    """Whether ``eqn`` is a ``device_put`` that moves its value to host memory, on any release."""
+    if eqn.primitive.name != "device_put":
+        return False
+    if any(aval_on_host(v.aval) for v in eqn.outvars):
+        return True
+    return any(_names_host(d) for d in eqn.params.get("devices", ()) if d is not None)
+
+
+# --- XLA's analyses ------------------------------------------------------------------------------
+
+
+def cost_analysis(compiled: Any) -> dict[str, Any] | None:
+    """XLA's cost analysis of a compiled function as one dict (``None`` where not reported)."""
+    cost = compiled.cost_analysis()
+    if isinstance(cost, list | tuple):  # one dict per device on some jaxlibs
+        cost = cost[0] if cost else None
+    return dict(cost) if cost else None
+
+
+def memory_field(memory: Any, name: str) -> int | None:
+    """One field of ``memory_analysis()``, or ``None`` where this jaxlib does not report it."""
+    value = getattr(memory, name, None)
+    return None if value is None else int(value)
+
+
+# --- policies ------------------------------------------------------------------------------------
+
+
+def policy_names() -> list[str]:
+    """The public names in ``jax.checkpoint_policies`` of the installed JAX, sorted."""
+    policies = jax.checkpoint_policies
+    return sorted(
+        name
+        for name in dir(policies)
+        if not name.startswith("_") and not isinstance(getattr(policies, name), type(jax))
+    )
+
+
+def checkpoint_policy(name: str) -> Any:
+    """``jax.checkpoint_policies.<name>``, or a clear error where this release lacks it."""
+    try:
+        return getattr(jax.checkpoint_policies, name)
+    except AttributeError:
+        raise AttributeError(
+            f"jax {jax.__version__} has no jax.checkpoint_policies.{name}; its policies are "
+            + ", ".join(policy_names())
+            + " (the page 'Across JAX releases' says which release added which)"
+        ) from None
