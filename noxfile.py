@@ -243,7 +243,7 @@ def tests_jax(session: nox.Session, jax: str, flax: str) -> None:
     requirements = [
         f"jax=={jax}",
         f"flax=={flax}",
-        *("pytest>=8.3", "pytest-timeout>=2.3", "matplotlib>=3.9", "numpy>=1.26"),
+        *("pytest>=8.3", "pytest-timeout>=2.3", "matplotlib>=3.9", "numpy>=2.0"),
     ]
     key = hashlib.sha256(
         json.dumps([requirements, (ROOT / "pyproject.toml").read_text()]).encode()
@@ -264,7 +264,7 @@ def tests_jax(session: nox.Session, jax: str, flax: str) -> None:
     junit.unlink(missing_ok=True)
     ignores = [f"--ignore={ROOT / 'tests' / name}" for name in JAX_MATRIX_SKIPS_FILES]
     start = time.perf_counter()
-    code = session.run(
+    session.run(
         *("python", "-m", "pytest", str(ROOT / "tests"), *ignores, "-m", "not browser"),
         *("-p", "no:cacheprovider", f"--junitxml={junit}", *session.posargs),
         env={"REMAT_GUIDE_EXPECT_BACKEND": "cpu", "JAX_PLATFORMS": "cpu"},
@@ -274,11 +274,14 @@ def tests_jax(session: nox.Session, jax: str, flax: str) -> None:
     if session.posargs:
         session.log("pytest arguments given: a partial run, so no facts are recorded")
     elif junit.is_file():
-        xml.etree.ElementTree.parse(junit)  # a broken report fails here, before any record
         session.run(
             *("python", "-m", "examples.releases", "--out", str(JAX_MATRIX_DATA), "--replace"),
-            *("--junit", str(junit), "--flax-requirement", flax),
+            *("--junit", str(junit)),
             *("--seconds", f"install={install_s:.0f}", "--seconds", f"tests={tests_s:.0f}"),
         )
-    if code not in (0, True):
-        session.error(f"tests failed on jax {jax} (the record says which and why)")
+    if not junit.is_file():
+        session.error(f"pytest wrote no report on jax {jax}: see its output above")
+    suites = list(xml.etree.ElementTree.parse(junit).getroot().iter("testsuite"))
+    failed = sum(int(s.get("failures", 0)) + int(s.get("errors", 0)) for s in suites)
+    if failed:
+        session.error(f"{failed} tests failed on jax {jax} (the record says which and why)")

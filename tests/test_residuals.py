@@ -79,7 +79,9 @@ def _jax_lines(f, *args):
 #: Older JAX releases word two kinds of residual differently from the newest: a value kept after
 #: the ``reduce_precision`` that a checkpoint inserts is "output of reduce_precision", and the input
 #: of a ``checkpoint_name`` is "named". examples.residuals words them as the newest releases do.
-OLDER_WORDING = re.compile(r"^(?P<type>\S+) (output of reduce_precision|named '[^']*') from (?P<at>.*)$")
+OLDER_WORDING = re.compile(
+    r"^(?P<type>\S+) (output of reduce_precision|named '[^']*') from (?P<at>.*)$"
+)
 OURS = re.compile(r"^(?P<type>\S+) (output of \S+|named '[^']*') from (?P<at>.*)$")
 
 
@@ -87,14 +89,17 @@ OURS = re.compile(r"^(?P<type>\S+) (output of \S+|named '[^']*') from (?P<at>.*)
 def test_lines_match_print_saved_residuals_but_for_the_path(case):
     """Line for line what the installed JAX prints, but for the path and the older wording."""
     f, args = CASES[case]
-    ours = [PATH.sub(r" from PATH\1 (", line) for line in str(saved_residuals(f, *args)).splitlines()]
+    ours = [
+        PATH.sub(r" from PATH\1 (", line) for line in str(saved_residuals(f, *args)).splitlines()
+    ]
     theirs = [PATH.sub(r" from PATH\1 (", line) for line in _jax_lines(f, *args)]
     assert len(ours) == len(theirs) > 0
     for mine, jax_line in zip(ours, theirs, strict=True):
         if mine == jax_line:
             continue
         older, translated = OLDER_WORDING.match(jax_line), OURS.match(mine)
-        assert older and translated, (mine, jax_line)
+        assert older, jax_line
+        assert translated, mine
         assert (older["type"], older["at"]) == (translated["type"], translated["at"])
     for line in str(saved_residuals(f, *args)).splitlines():
         assert "/" not in line.split(" from ", 1)[-1].split(":")[0] or "examples/" in line

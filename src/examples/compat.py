@@ -188,7 +188,7 @@ def _checkpoint_name_of(eqn: Any) -> str | None:
 
 
 def _names_host(space: Any) -> bool:
-    """Whether a memory space or memory kind (``MemorySpace.Host``, ``'pinned_host'``) is the host's."""
+    """Whether a memory space or kind (``MemorySpace.Host``, ``'pinned_host'``) is the host's."""
     kind = getattr(space, "memory_kind", space)  # TransferToMemoryKind(memory_kind=...)
     return kind is not None and "host" in str(kind).lower()
 

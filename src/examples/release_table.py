@@ -1,0 +1,280 @@
+"""The page "Across JAX releases": the release records of :mod:`examples.releases` as tables.
+
+For every fact, the releases are grouped into runs that share one value, and a change is named
+by the two releases of the matrix it falls between: the matrix holds the newest patch of each
+minor release, so a change seen between 0.7.2 and 0.8.3 happened in one of 0.8.0 to 0.8.3.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from examples.display import Table, format_seconds
+
+_TUTORIAL = "../tutorial/gradient-checkpointing.md"
+_NOTES = "../notes/new-checkpoint-implementation.md"
+_POLICIES = "policies.md"
+
+
+@dataclasses.dataclass(frozen=True)
+class Fact:
+    key: str  #: the key in a record's "facts"
+    label: str  #: what the row says, Markdown
+    page: str  #: the page that teaches it (relative link, with an anchor where one fits)
+    page_title: str
+
+
+FACTS: tuple[Fact, ...] = (
+    Fact(
+        "remat_primitive",
+        "primitive `jax.checkpoint` traces to",
+        f"{_NOTES}#what-changed-and-when",
+        "migration notes",
+    ),
+    Fact(
+        "dots_residuals",
+        "residuals of the tutorial's `f` under `dots_with_no_batch_dims_saveable`",
+        f"{_TUTORIAL}#keep-the-matrix-products-a-policy",
+        "tutorial",
+    ),
+    Fact("policy_names", "names in `jax.checkpoint_policies`", _POLICIES, "policy reference"),
+    Fact(
+        "ad_checkpoint_names",
+        "names in `jax.ad_checkpoint`",
+        f"{_TUTORIAL}#keep-values-by-name",
+        "tutorial",
+    ),
+    Fact(
+        "remat_is_checkpoint",
+        "`jax.remat is jax.checkpoint`",
+        f"{_TUTORIAL}#gradient-checkpointing-with-jax-checkpoint",
+        "tutorial",
+    ),
+    Fact(
+        "checkpoint_keywords",
+        "keyword arguments of `jax.checkpoint`",
+        f"{_NOTES}#concrete-true-is-gone",
+        "migration notes",
+    ),
+    Fact(
+        "concrete_true",
+        "`jax.checkpoint(f, concrete=True)`",
+        f"{_NOTES}#concrete-true-is-gone",
+        "migration notes",
+    ),
+    Fact(
+        "concrete_false",
+        "`jax.checkpoint(f, concrete=False)`",
+        f"{_NOTES}#concrete-true-is-gone",
+        "migration notes",
+    ),
+    Fact(
+        "checkpoint_static_argnames",
+        "`jax.checkpoint(f, static_argnames=...)`, `f` branching on that argument",
+        f"{_NOTES}#computing-with-static-arguments-while-tracing",
+        "migration notes",
+    ),
+    Fact(
+        "remat_static_argnames",
+        "`jax.remat(f, static_argnames=...)`, the same `f`",
+        f"{_NOTES}#computing-with-static-arguments-while-tracing",
+        "migration notes",
+    ),
+    Fact(
+        "except_names_refuses",
+        "`save_anything_except_these_names('a')` refuses a value named `a`",
+        f"{_POLICIES}#save-anything-except-these-names-names",
+        "policy reference",
+    ),
+    Fact(
+        "except_names_changes_residuals",
+        "… and keeps other residuals than `everything_saveable`",
+        f"{_POLICIES}#save-anything-except-these-names-names",
+        "policy reference",
+    ),
+    Fact(
+        "remat3",
+        "`jax_remat3` flag, and what `jax.checkpoint` traces to under it",
+        f"{_NOTES}#what-changed-and-when",
+        "migration notes",
+    ),
+)
+
+
+def release(record: dict) -> str:
+    return record["runinfo"]["jax"]
+
+
+# --- values as text ------------------------------------------------------------------------------
+
+
+def _outcome(value: dict) -> str:
+    text = {"raises": f"raises `{value.get('error')}`"}.get(value["outcome"], value["outcome"])
+    return f"{text}, warns `{value['warning']}`" if value.get("warning") else text
+
+
+def _listing(lines: Sequence[str]) -> str:
+    """``"3 × output of dot_general"``: the computed residuals, the arguments left out."""
+    what = Counter(line.split(" ", 1)[1] for line in lines if " from the argument " not in line)
+    if not what:
+        return "nothing computed"
+    return "; ".join(f"{n} × `{words}`" if n > 1 else f"`{words}`" for words, n in what.items())
+
+
+def show(key: str, value: Any) -> str:
+    """One fact's value as a table cell."""
+    if key == "dots_residuals":
+        return _listing(value)
+    if key == "remat3":
+        return "no such flag" if value is None else f"flag present; traces to `{value}`"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, dict):
+        return _outcome(value)
+    if isinstance(value, list):
+        return f"{len(value)} names"
+    return f"`{value}`"
+
+
+def _difference(key: str, before: Any, after: Any) -> str:
+    """What changed from ``before`` to ``after``, briefly."""
+    if isinstance(before, list) and isinstance(after, list) and key != "dots_residuals":
+        added = [f"`{n}`" for n in after if n not in before]
+        removed = [f"`{n}`" for n in before if n not in after]
+        parts = [f"added {', '.join(added)}"] * bool(added)
+        parts += [f"removed {', '.join(removed)}"] * bool(removed)
+        return "; ".join(parts)
+    return f"{show(key, before)} → {show(key, after)}"
+
+
+# --- runs and changes ----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """Consecutive releases of the matrix that agree on one fact."""
+
+    first: str
+    last: str
+    value: Any
+
+    @property
+    def releases(self) -> str:
+        return self.first if self.first == self.last else f"{self.first}–{self.last}"
+
+
+def runs(records: Sequence[dict], key: str) -> list[Run]:
+    """The records (oldest first) grouped into runs of equal value for fact ``key``."""
+    found: list[Run] = []
+    for rec in records:
+        value = rec["facts"][key]
+        if found and found[-1].value == value:
+            found[-1] = dataclasses.replace(found[-1], last=release(rec))
+        else:
+            found.append(Run(release(rec), release(rec), value))
+    return found
+
+
+@dataclasses.dataclass(frozen=True)
+class Change:
+    fact: str
+    before: str  #: the last release of the matrix with the old value
+    after: str  #: the first release of the matrix with the new value
+    what: str
+
+
+def changes(records: Sequence[dict]) -> list[Change]:
+    """Every change of every fact between consecutive releases of the matrix."""
+    found = []
+    for fact in FACTS:
+        fact_runs = runs(records, fact.key)
+        for old, new in itertools.pairwise(fact_runs):
+            what = _difference(fact.key, old.value, new.value)
+            found.append(Change(fact.key, old.last, new.first, what))
+    return found
+
+
+def changed_in(change: Change) -> str:
+    return f"after {change.before}, by {change.after}"
+
+
+# --- the tables ----------------------------------------------------------------------------------
+
+
+def facts_table(records: Sequence[dict]) -> Table:
+    """One row per fact: its values over the releases, and where it changed."""
+    by_fact: dict[str, list[Change]] = {}
+    for change in changes(records):
+        by_fact.setdefault(change.fact, []).append(change)
+    rows = []
+    for fact in FACTS:
+        fact_runs = runs(records, fact.key)
+        values = "; ".join(f"{show(fact.key, r.value)} ({r.releases})" for r in fact_runs)
+        changed = (
+            "; ".join(f"{changed_in(c)}: {c.what}" for c in by_fact.get(fact.key, []))
+            or "no change"
+        )
+        rows.append([f"{fact.label} ([{fact.page_title}]({fact.page}))", values, changed])
+    return Table(["fact", "value (releases)", "changed"], rows, align=["left"] * 3)
+
+
+def _tests(record: dict) -> tuple[int, int, int]:
+    t = record["tests"]
+    return t["passed"], len(t["failed"]), len(t["skipped"])
+
+
+def releases_table(records: Sequence[dict]) -> Table:
+    """One row per release: versions, the examples' tests, and the time the matrix took."""
+    rows = []
+    for rec in records:
+        info, (passed, failed, skipped) = rec["runinfo"], _tests(rec)
+        seconds = rec["seconds"]
+        rows.append(
+            [
+                f"`{info['jax']}`",
+                f"`{info['jaxlib']}`",
+                f"`{info['flax']}`",
+                info["python"],
+                info["backend"],
+                passed,
+                failed,
+                skipped,
+                format_seconds(seconds["tests"]) if "tests" in seconds else "n/a",
+            ]
+        )
+    header = [
+        "jax",
+        "jaxlib",
+        "flax",
+        "Python",
+        "backend",
+        "passed",
+        "failed",
+        "skipped",
+        "tests took",
+    ]
+    return Table(header, rows, align=["left"] * 5 + ["right"] * 4)
+
+
+def problems_table(records: Sequence[dict], which: str) -> Table:
+    """Every failed (``which="failed"``) or skipped test, with its release and reason."""
+    rows = [
+        [f"`{release(rec)}`", f"`{item['test']}`", item["reason"] or "(no message)"]
+        for rec in records
+        for item in rec["tests"][which]
+    ]
+    return Table(["jax", "test", "reason"], rows, align=["left"] * 3)
+
+
+def total_seconds(records: Sequence[dict]) -> float:
+    """Seconds the matrix took over all releases: installing and testing, as recorded."""
+    return float(sum(sum(rec["seconds"].values()) for rec in records))
+
+
+def distinct_listings(records: Sequence[dict]) -> list[tuple[str, str]]:
+    """``(releases, listing)`` for each distinct dots-policy listing, oldest first."""
+    return [(r.releases, "\n".join(r.value)) for r in runs(records, "dots_residuals")]

@@ -1,0 +1,395 @@
+"""What each JAX release does with remat, measured: the facts of the page "Across JAX releases".
+
+Each fact is read off the installed JAX by running code, never typed in. The release matrix
+(``nox -s tests-jax``) runs this module in each release's environment after the examples' tests:
+
+    python -m examples.releases --out docs/reference/data --junit junit.xml --replace
+
+which writes one JSON record per release, ``jax-<version>.json``: the versions, the facts, and
+the outcome of the tests (failures and skips with their reasons). Records carry no dates, so a
+build from the same files renders the same page. A record is replaced only with ``--replace``,
+and the command says what changed. :mod:`examples.release_table` renders the records.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import re
+import sys
+import warnings
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from jax.ad_checkpoint import checkpoint_name
+
+from examples import compat, runinfo, tutorial
+
+SCHEMA = "jax-remat-guide/releases/1"
+
+# --- the facts -----------------------------------------------------------------------------------
+
+
+def remat_primitive() -> str:
+    """The primitive of the one equation that ``jax.checkpoint`` of a function traces to."""
+    jaxpr = jax.make_jaxpr(jax.checkpoint(lambda x: x * x))(1.0).jaxpr
+    if len(jaxpr.eqns) != 1:
+        raise RuntimeError(f"jax.checkpoint traced to {len(jaxpr.eqns)} equations, not one")
+    return jaxpr.eqns[0].primitive.name
+
+
+def _without_source(description: str) -> str:
+    """``"output of sin from /x/y.py:3:9 (g)"`` -> ``"output of sin"``."""
+    return description.split(" from ", 1)[0]
+
+
+def _jax_listing(f: Callable[..., Any], *args: Any) -> list[str]:
+    """JAX's own residual lines for ``f``, sources (machine paths) left out."""
+    return [
+        f"{aval.str_short(short_dtypes=True)} {_without_source(description)}"
+        for aval, description in compat.jax_saved_residuals(f, *args)
+    ]
+
+
+def dots_residuals() -> list[str]:
+    """JAX's own residual listing of the tutorial's ``f`` under the dots policy, paths stripped."""
+    policy = jax.checkpoint_policies.dots_with_no_batch_dims_saveable
+    return _jax_listing(jax.checkpoint(tutorial.f, policy=policy), *tutorial.chain_inputs())
+
+
+def public_names(module: Any) -> list[str]:
+    return sorted(n for n in dir(module) if not n.startswith("_") and not _is_module(module, n))
+
+
+def _is_module(owner: Any, name: str) -> bool:
+    return isinstance(getattr(owner, name), type(jax))
+
+
+def _outcome(call: Callable[[], Any], expected: Any = None) -> dict[str, str | None]:
+    """``{"outcome", "error", "warning"}``: what one call did on the installed JAX.
+
+    ``outcome`` is ``"accepted"`` (it ran; its result, if ``expected`` is given, was right),
+    ``"wrong result"`` or ``"raises"`` (``error`` names the exception's type); ``warning``
+    names the category of a warning it gave.
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            result = call()
+        except Exception as err:  # the exception's type is the fact
+            outcome, error = "raises", type(err).__name__
+        else:
+            right = expected is None or bool(jnp.allclose(result, expected))
+            outcome, error = ("accepted" if right else "wrong result"), None
+    warning = next((w.category.__name__ for w in caught), None)
+    return {"outcome": outcome, "error": error, "warning": warning}
+
+
+def _branch_on_x(x: jax.Array) -> jax.Array:
+    return jnp.sin(x) if x > 0 else jnp.cos(x)  # Python control flow on the argument's value
+
+
+def _branch_on_flag(x: jax.Array, flag: bool = True) -> jax.Array:
+    return jnp.sin(x) if flag else jnp.cos(x)  # Python control flow on a static argument
+
+
+def concrete_true() -> dict[str, str | None]:
+    """``jax.checkpoint(f, concrete=True)`` on a function that branches on its argument."""
+    return _outcome(lambda: jax.checkpoint(_branch_on_x, concrete=True)(2.0), jnp.sin(2.0))
+
+
+def concrete_false() -> dict[str, str | None]:
+    """``jax.checkpoint(jnp.sin, concrete=False)``: the old default, spelled out."""
+    return _outcome(lambda: jax.checkpoint(jnp.sin, concrete=False)(2.0), jnp.sin(2.0))
+
+
+def static_argnames(transform: Callable[..., Any]) -> dict[str, str | None]:
+    """``transform(f, static_argnames=("flag",))(2.0, flag=False)`` where ``f`` branches on it.
+
+    ``accepted`` means the flag was static (the result is ``cos``); a tracer error means the
+    keyword was accepted and ignored; ``TypeError`` means it is not a keyword of ``transform``.
+    """
+    return _outcome(
+        lambda: transform(_branch_on_flag, static_argnames=("flag",))(2.0, flag=False),
+        jnp.cos(2.0),
+    )
+
+
+def _named_equation() -> Any:
+    jaxpr = jax.make_jaxpr(lambda x: checkpoint_name(jnp.sin(x), "a"))(1.0).jaxpr
+    (eqn,) = [e for e in jaxpr.eqns if e.primitive.name != "sin"]
+    return eqn
+
+
+def except_names_refuses_its_name() -> bool:
+    """Does ``save_anything_except_these_names("a")`` answer "do not save" for a value named a?
+
+    The policy is asked directly, with the equation ``checkpoint_name`` traces to.
+    """
+    eqn = _named_equation()
+    policy = jax.checkpoint_policies.save_anything_except_these_names("a")
+    avals = [v.aval for v in eqn.invars]
+    return not policy(eqn.primitive, *avals, **eqn.params)
+
+
+def except_names_changes_residuals() -> bool:
+    """Does excluding ``a`` keep other residuals than ``everything_saveable`` keeps?
+
+    On the tutorial's ``f`` with values named ``a``, ``b``, ``c``, in JAX's own listing.
+    """
+    P = jax.checkpoint_policies
+
+    def listing(policy: Any) -> list[str]:
+        return _jax_listing(
+            jax.checkpoint(tutorial.f_named, policy=policy), *tutorial.chain_inputs()
+        )
+
+    return listing(P.save_anything_except_these_names("a")) != listing(P.everything_saveable)
+
+
+def remat3_primitive() -> str | None:
+    """What ``jax.checkpoint`` traces to under ``jax_remat3``; ``None`` without the flag."""
+    if not hasattr(jax.config, "jax_remat3"):
+        return None
+    before = bool(jax.config.jax_remat3)
+    jax.config.update("jax_remat3", True)
+    try:
+        return remat_primitive()
+    finally:
+        jax.config.update("jax_remat3", before)
+
+
+def checkpoint_keywords() -> list[str]:
+    """The keyword arguments ``jax.checkpoint`` declares (``concrete`` left it at some point)."""
+    import inspect
+
+    return sorted(
+        name
+        for name, p in inspect.signature(jax.checkpoint).parameters.items()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY
+    )
+
+
+#: Each fact of the page, and the function that measures it; the keys of a record's "facts".
+FACTS: dict[str, Callable[[], Any]] = {
+    "remat_primitive": remat_primitive,
+    "dots_residuals": dots_residuals,
+    "policy_names": compat.policy_names,
+    "ad_checkpoint_names": lambda: public_names(jax.ad_checkpoint),
+    "remat_is_checkpoint": lambda: jax.remat is jax.checkpoint,
+    "checkpoint_keywords": checkpoint_keywords,
+    "concrete_true": concrete_true,
+    "concrete_false": concrete_false,
+    "checkpoint_static_argnames": lambda: static_argnames(jax.checkpoint),
+    "remat_static_argnames": lambda: static_argnames(jax.remat),
+    "except_names_refuses": except_names_refuses_its_name,
+    "except_names_changes_residuals": except_names_changes_residuals,
+    "remat3": remat3_primitive,
+}
+
+
+def collect_facts() -> dict[str, Any]:
+    """Every fact of the page, measured on the installed JAX."""
+    return {key: measure() for key, measure in FACTS.items()}
+
+
+def package_bound(distribution: str) -> str:
+    """This package's requirement on ``distribution``, as installed: ``"jax>=0.5.3"``."""
+    import importlib.metadata
+
+    for requirement in importlib.metadata.requires("jax-remat-guide-examples") or ():
+        spec = requirement.split(";")[0].strip()
+        if re.match(rf"{re.escape(distribution)}\s*[<>=!~]", spec):
+            return spec.replace(" ", "")
+    raise LookupError(f"jax-remat-guide-examples does not require {distribution}")
+
+
+# --- the tests' outcome --------------------------------------------------------------------------
+
+
+def summarize_junit(path: str | Path) -> dict[str, Any]:
+    """Counts, and each failure and skip with its reason, from pytest's ``--junitxml`` file.
+
+    A reason is the first line of pytest's message, and for a failure the line of the test file
+    where it failed (``tests/test_x.py:148``).
+    """
+    root = ET.parse(path).getroot()
+    summary: dict[str, Any] = {"passed": 0, "failed": [], "skipped": []}
+    for case in root.iter("testcase"):
+        test = f"{case.get('classname', '').replace('.', '/')}.py::{case.get('name')}"
+        problem = next((c for c in case if c.tag in ("failure", "error", "skipped")), None)
+        if problem is None:
+            summary["passed"] += 1
+            continue
+        lines = (problem.get("message") or problem.text or "").strip().splitlines()
+        reason = lines[0][:200] if lines else "(no message)"
+        if problem.tag != "skipped":
+            where = re.findall(r"^(tests/\S+?\.py:\d+): ", problem.text or "", re.MULTILINE)
+            reason += f" (at {where[-1]})" if where else ""
+        entry = {"test": test, "reason": reason}
+        summary["skipped" if problem.tag == "skipped" else "failed"].append(entry)
+    return summary
+
+
+# --- records -------------------------------------------------------------------------------------
+
+
+class ReleasesDataError(ValueError):
+    """A release record that cannot be read: the message names the file and what is wrong."""
+
+
+_REQUIRED = {"schema": str, "runinfo": dict, "facts": dict, "tests": dict, "seconds": dict}
+FACT_KEYS = tuple(FACTS)
+
+
+def record(junit: str | Path | None = None, seconds: dict[str, float] | None = None) -> dict:
+    """The record of the installed release: versions, facts, tests' outcome, seconds taken."""
+    return {
+        "schema": SCHEMA,
+        "runinfo": runinfo.collect().as_dict(),
+        "facts": collect_facts(),
+        "tests": summarize_junit(junit) if junit else {"passed": 0, "failed": [], "skipped": []},
+        "seconds": dict(seconds or {}),
+    }
+
+
+def file_name(release: str) -> str:
+    return f"jax-{release}.json"
+
+
+def check(data: Any, where: str) -> dict:
+    """``data`` if it is a well-formed record, else :class:`ReleasesDataError` naming ``where``."""
+    if not isinstance(data, dict):
+        raise ReleasesDataError(f"{where}: expected a JSON object, found {type(data).__name__}")
+    missing = [key for key in _REQUIRED if key not in data]
+    if missing:
+        raise ReleasesDataError(f"{where}: missing {', '.join(missing)}")
+    if data["schema"] != SCHEMA:
+        raise ReleasesDataError(f"{where}: schema is {data['schema']!r}, expected {SCHEMA!r}")
+    for key, kind in _REQUIRED.items():
+        if not isinstance(data[key], kind):
+            raise ReleasesDataError(f"{where}: '{key}' must be a {kind.__name__}")
+    for key in ("jax", "jaxlib", "flax", "python", "backend"):
+        if not isinstance(data["runinfo"].get(key), str):
+            raise ReleasesDataError(f"{where}: runinfo lacks '{key}'")
+    absent = [key for key in FACT_KEYS if key not in data["facts"]]
+    if absent:
+        raise ReleasesDataError(f"{where}: facts lack {', '.join(absent)}")
+    tests = data["tests"]
+    if not isinstance(tests.get("passed"), int) or not all(
+        isinstance(tests.get(k), list) for k in ("failed", "skipped")
+    ):
+        raise ReleasesDataError(f"{where}: 'tests' needs 'passed' (a number), 'failed', 'skipped'")
+    return data
+
+
+def release_key(release: str) -> tuple[int, ...]:
+    """``"0.12.0.1"`` -> ``(0, 12, 0, 1)``, for sorting releases."""
+    try:
+        return tuple(int(part) for part in release.split("."))
+    except ValueError:
+        raise ReleasesDataError(f"{release!r} is not a JAX release number") from None
+
+
+def load(path: str | Path) -> dict:
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ReleasesDataError(f"{path.name}: not JSON ({err})") from err
+    data = check(data, path.name)
+    release = data["runinfo"]["jax"]
+    release_key(release)
+    if path.name != file_name(release):
+        raise ReleasesDataError(
+            f"{path.name}: holds jax {release}, so it must be named {file_name(release)}"
+        )
+    return data
+
+
+def load_all(folder: str | Path) -> list[dict]:
+    """Every record in ``folder`` (``jax-*.json``), oldest release first."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ReleasesDataError(f"no release data folder at {folder}")
+    records = [load(path) for path in sorted(folder.glob("jax-*.json"))]
+    return sorted(records, key=lambda r: release_key(r["runinfo"]["jax"]))
+
+
+def changes(old: dict, new: dict) -> list[str]:
+    """What differs between two records of one release, one line each (seconds left out)."""
+    lines = [
+        f"{key}: {old['facts'].get(key)!r} -> {new['facts'].get(key)!r}"
+        for key in FACT_KEYS
+        if old["facts"].get(key) != new["facts"].get(key)
+    ]
+    lines += [
+        f"runinfo.{key}: {old['runinfo'].get(key)} -> {value}"
+        for key, value in new["runinfo"].items()
+        if old["runinfo"].get(key) != value
+    ]
+    if old["tests"] != new["tests"]:
+        counts = lambda t: f"{t['passed']} passed, {len(t['failed'])} failed"
+        lines.append(f"tests: {counts(old['tests'])} -> {counts(new['tests'])}")
+    return lines
+
+
+def write(data: dict, folder: str | Path, replace: bool = False) -> str:
+    """Write ``data`` as the record of its release; return what was done, in one sentence."""
+    check(data, "the new record")
+    path = Path(folder) / file_name(data["runinfo"]["jax"])
+    text = json.dumps(data, indent=1, sort_keys=True) + "\n"
+    if path.exists():
+        old = load(path)
+        if not replace:
+            raise FileExistsError(
+                f"{path} exists; pass --replace to replace the record of jax "
+                f"{data['runinfo']['jax']} (nothing else is touched)"
+            )
+        what = changes(old, data)
+        path.write_text(text)
+        if not what:
+            return f"replaced {path.name}: the same facts and tests as before"
+        return f"replaced {path.name}; changed: " + "; ".join(what)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return f"wrote {path.name} (new)"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m examples.releases", description=__doc__)
+    parser.add_argument("--out", help="folder of the records (print the record when left out)")
+    parser.add_argument("--junit", help="pytest --junitxml report of this release's tests")
+    parser.add_argument("--replace", action="store_true", help="replace this release's record")
+    parser.add_argument(
+        "--seconds", action="append", default=[], metavar="STEP=N", help="time a step took"
+    )
+    args = parser.parse_args(argv)
+    seconds = {}
+    for item in args.seconds:
+        step, _, value = item.partition("=")
+        try:
+            seconds[step] = float(value)
+        except ValueError:
+            parser.error(f"--seconds takes STEP=NUMBER, not {item!r}")
+    with contextlib.redirect_stdout(io.StringIO()):  # nothing the facts print reaches the output
+        data = record(args.junit, seconds)
+    if args.out is None:
+        print(json.dumps(data, indent=1, sort_keys=True))
+        return 0
+    try:
+        print(write(data, args.out, replace=args.replace))
+    except (FileExistsError, ReleasesDataError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
