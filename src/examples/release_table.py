@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from examples.display import Table, format_seconds
+from examples.display import Table, format_bytes, format_seconds
 
 _TUTORIAL = "../tutorial/gradient-checkpointing.md"
 _NOTES = "../notes/new-checkpoint-implementation.md"
@@ -91,8 +91,8 @@ FACTS: tuple[Fact, ...] = (
         "policy reference",
     ),
     Fact(
-        "except_names_changes_residuals",
-        "… and keeps other residuals than `everything_saveable`",
+        "except_names_bytes",
+        "bytes kept for the tutorial's `f_named` under it, and under `everything_saveable`",
         f"{_POLICIES}#save-anything-except-these-names-names",
         "policy reference",
     ),
@@ -133,6 +133,11 @@ def show(key: str, value: Any) -> str:
         return "no such flag" if value is None else f"flag present; traces to `{value}`"
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if key == "except_names_bytes":
+        mine, everything = value["except_a"], value["everything"]
+        if mine == everything:
+            return f"the same, {format_bytes(mine)}"
+        return f"{format_bytes(mine)} vs. {format_bytes(everything)}"
     if isinstance(value, dict):
         return _outcome(value)
     if isinstance(value, list):
@@ -196,6 +201,15 @@ def changes(records: Sequence[dict]) -> list[Change]:
             what = _difference(fact.key, old.value, new.value)
             found.append(Change(fact.key, old.last, new.first, what))
     return found
+
+
+def releases_with(records: Sequence[dict], key: str, value: Any) -> str:
+    """The releases of the matrix where fact ``key`` has ``value``: ``"0.8.3–0.12.0.1"``.
+
+    For a page that prints a release-specific output, to say on which releases it holds.
+    """
+    found = [r.releases for r in runs(records, key) if r.value == value]
+    return ", ".join(found) if found else "no release of the matrix"
 
 
 def changed_in(change: Change) -> str:
