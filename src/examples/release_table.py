@@ -236,6 +236,21 @@ def facts_table(records: Sequence[dict]) -> Table:
     return Table(["fact", "value (releases)", "changed"], rows, align=["left"] * 3)
 
 
+def differences(records: Sequence[dict], here: dict[str, Any]) -> Table:
+    """Where a release of the matrix differs from ``here`` (the facts of the JAX that built the
+    site): what a reader on that release sees instead of what the pages show."""
+    rows = []
+    for fact in FACTS:
+        for run in runs(records, fact.key):
+            if run.value != here[fact.key]:
+                link = f"{fact.label} ([{fact.page_title}]({fact.page}))"
+                rows.append(
+                    [link, run.releases, show(fact.key, run.value), show(fact.key, here[fact.key])]
+                )
+    header = ["fact", "on jax", "that release gives", "the pages show"]
+    return Table(header, rows, align=["left"] * 4)
+
+
 def _tests(record: dict) -> tuple[int, int, int]:
     t = record["tests"]
     return t["passed"], len(t["failed"]), len(t["skipped"])
