@@ -1,1 +1,1 @@
-"""The code of the how-to guides: one module per guide, in the order of the site's How-to section."""
+"""The code of the how-to guides: one module per guide, in the order of the How-to section."""
