@@ -264,6 +264,82 @@ def test_hosting_files_are_there():
     ).is_file()
 
 
+# --- Expected errors show their message, not a wall of traceback -------------------------------
+
+#: The most lines of traceback a cell's error output may show (CONTRIBUTING.md, "A page": a
+#: page with raises-exception cells runs `%xmode minimal` in a remove-cell after its banner).
+MAX_TRACEBACK_LINES = 12
+
+
+class _ErrorOutputs(html.parser.HTMLParser):
+    """The text of every cell error output (myst-nb's `output traceback` element) in a page."""
+
+    def __init__(self):
+        super().__init__()
+        self.outputs: list[str] = []
+        self._depth = 0  # elements open inside the current error output; 0 when outside one
+        self._text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        if self._depth:
+            self._depth += 1
+        elif {"output", "traceback"} <= set((dict(attrs).get("class") or "").split()):
+            self._depth, self._text = 1, []
+
+    def handle_startendtag(self, tag, attrs):
+        pass  # a void element (<br/>) opens nothing
+
+    def handle_endtag(self, tag):
+        if self._depth:
+            self._depth -= 1
+            if not self._depth:
+                self.outputs.append("".join(self._text))
+
+    def handle_data(self, data):
+        if self._depth:
+            self._text.append(data)
+
+
+def error_outputs(page_html: str) -> list[str]:
+    parser = _ErrorOutputs()
+    parser.feed(page_html)
+    return parser.outputs
+
+
+def traceback_lines(output: str) -> int:
+    return len(output.strip("\n").splitlines())
+
+
+def test_error_output_parser_finds_both_renderings_and_counts_lines():
+    """The parser behind the 12-line rule reads both forms myst-nb writes, and can fail."""
+    highlighted = (
+        '<div class="output traceback highlight-ipythontb notranslate"><div class="highlight">'
+        '<pre><span></span><span class="ne">TypeError</span>: bad<br/>\n</pre></div></div>'
+    )
+    long = "\n".join(f'  File "x.py", line {i}, in f' for i in range(13))
+    literal = f'<pre class="output traceback literal-block">{long}\n</pre><p>after</p>'
+    found = error_outputs(f"<p>before</p>{highlighted}<div>{literal}</div>")
+    assert found == ["TypeError: bad\n", long + "\n"]
+    assert [traceback_lines(o) for o in found] == [1, 13]
+    assert traceback_lines(found[1]) > MAX_TRACEBACK_LINES
+
+
+def test_no_error_output_shows_more_than_12_lines_of_traceback():
+    pages = _site_files({".html"})
+    shown = {page: error_outputs(page.read_text(encoding="utf-8")) for page in pages}
+    if not any(shown.values()):
+        pytest.skip("no executed page in this build shows an error output")
+    too_long = [
+        f"{page.relative_to(HTML)}: {traceback_lines(o)} lines, starting {o.strip()[:80]!r}"
+        for page, outputs in shown.items()
+        for o in outputs
+        if traceback_lines(o) > MAX_TRACEBACK_LINES
+    ]
+    assert too_long == [], (
+        "put `%xmode minimal` in a remove-cell right after the banner (CONTRIBUTING.md)"
+    )
+
+
 # --- Two builds of one commit give the same site ------------------------------------------------
 
 
