@@ -1,3 +1,7 @@
+#!/usr/bin/env -S uv run --script
+# /// script
+# dependencies = ["nox>=2025.2.9"]
+# ///
 """Build, test and check the JAX Remat Guide.
 
     nox -s docs                 build the site into _build/html (cells executed, cached)
@@ -8,7 +12,10 @@
     nox -s browser              the built site in Chromium (after `nox -s docs`)
     nox -s check -- PROBLEM FILE   check a solution to one of the site's problems
     nox -s serve                live rebuild on http://127.0.0.1:8000 while writing
-    nox -s lint                 ruff check and ruff format --check
+    nox -s lint                 the pre-commit hooks (ruff, codespell, zizmor, ...) and mypy
+
+`nox` alone runs the sessions marked default: tests, then docs. `nox -l` lists them all; the
+file is also a script (`./noxfile.py -s lint`, or `uv run noxfile.py -s lint`).
 
 Environments are reused between runs; the install step is skipped while pyproject.toml and the
 session's requirements are unchanged. With uv installed (`pip install "nox[uv]"`), nox creates
@@ -30,7 +37,6 @@ import nox
 nox.needs_version = ">=2025.2.9"
 nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.reuse_existing_virtualenvs = True
-nox.options.sessions = ["tests", "docs"]
 
 ROOT = Path(__file__).resolve().parent
 PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
@@ -95,14 +101,14 @@ def tests(session: nox.Session) -> None:
     session.notify(flavour, posargs=session.posargs)
 
 
-@nox.session(name="tests-cpu")
+@nox.session(name="tests-cpu", default=False)
 def tests_cpu(session: nox.Session) -> None:
     """pytest against CPU jaxlib."""
     install(session, *_group("test"))
     run_pytest(session, "cpu")
 
 
-@nox.session(name="tests-cuda")
+@nox.session(name="tests-cuda", default=False)
 def tests_cuda(session: nox.Session) -> None:
     """pytest against JAX's CUDA wheels; stops before installing anything when no GPU is visible."""
     gpus = visible_gpus()
@@ -116,7 +122,7 @@ def tests_cuda(session: nox.Session) -> None:
     run_pytest(session, "gpu")
 
 
-@nox.session(name="tests-installed", venv_backend="none")
+@nox.session(name="tests-installed", venv_backend="none", default=False)
 def tests_installed(session: nox.Session) -> None:
     """pytest in the current environment, installing nothing (a GPU box without network, say)."""
     import importlib.util
@@ -158,7 +164,7 @@ def docs(session: nox.Session) -> None:
     session.log(f"open {HTML / 'index.html'}")
 
 
-@nox.session
+@nox.session(default=False)
 def serve(session: nox.Session) -> None:
     """Rebuild and reload in the browser while writing: http://127.0.0.1:8000."""
     install(session, *_group("serve"))
@@ -170,7 +176,7 @@ def serve(session: nox.Session) -> None:
     )
 
 
-@nox.session
+@nox.session(default=False)
 def browser(session: nox.Session) -> None:
     """Drive the built site in Chromium: console errors, accessibility, search, buttons."""
     if not (HTML / "index.html").is_file():
@@ -181,16 +187,26 @@ def browser(session: nox.Session) -> None:
     session.run("python", "-m", "pytest", tests, "-m", "browser", *session.posargs)
 
 
-@nox.session
+@nox.session(default=False)
 def check(session: nox.Session) -> None:
     """Check a solution: `nox -s check -- PROBLEM FILE` (no arguments lists the problems)."""
     install(session)
     session.run("python", "-m", "examples.check", *session.posargs)
 
 
-@nox.session
+@nox.session(default=False)
 def lint(session: nox.Session) -> None:
-    """ruff check and ruff format --check over the whole repository."""
-    install(session, *_group("lint"), project=False)
-    session.run("ruff", "check", ".")
-    session.run("ruff", "format", "--check", ".")
+    """The pre-commit hooks over every tracked file, then mypy over src/examples.
+
+    The hooks (.pre-commit-config.yaml) install their own environments from PyPI on first use.
+    The fixers among them (ruff, end of file, trailing whitespace) rewrite the files they flag and
+    fail the run; run again to see what is left. mypy reads the project's dependencies (JAX,
+    Flax, NumPy), hence the project's install here (its settings: [tool.mypy] in pyproject.toml).
+    """
+    install(session, *_group("lint"))
+    session.run("pre-commit", "run", "--all-files", "--show-diff-on-failure")
+    session.run("mypy")
+
+
+if __name__ == "__main__":
+    nox.main()

@@ -111,5 +111,5 @@ def block(h: jax.Array, p: dict[str, jax.Array], heads: int) -> jax.Array:
     logits = checkpoint_name(logits, "attn_logits")
     attended = jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(logits, axis=-1), v)
     h = h + attended.reshape(b, s, d) @ p["wo"]
-    hidden = checkpoint_name(jax.nn.gelu(rms_norm(h) @ p["w1"]), "mlp_hidden")
+    hidden: jax.Array = checkpoint_name(jax.nn.gelu(rms_norm(h) @ p["w1"]), "mlp_hidden")
     return h + hidden @ p["w2"]
