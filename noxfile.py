@@ -208,5 +208,31 @@ def lint(session: nox.Session) -> None:
     session.run("mypy")
 
 
+# --- Host offload recorded on a GPU (docs/howto/sharded-step.md) ---------------------------------
+
+
+@nox.session(name="offload-record", venv_backend="none", default=False)
+def offload_record(session: nox.Session) -> None:
+    """Record host offload on this machine's GPU: `nox -s offload-record -- --out FILE.json`.
+
+    Runs `python -m examples.howto.offload` in the current environment, installing nothing (a GPU
+    box without network has JAX and its CUDA plugin already), with JAX held to the GPU. The file
+    goes under docs/howto/data/, is never overwritten, and the how-to page renders it.
+    """
+    gpus = visible_gpus()
+    if not gpus:
+        session.error("offload-record needs an NVIDIA GPU, and `nvidia-smi -L` lists none here")
+    if "--out" not in session.posargs:
+        session.error(
+            "name the file to write: nox -s offload-record -- --out docs/howto/data/MY-GPU.json"
+        )
+    session.log("GPUs: " + "; ".join(gpus))
+    session.run(
+        sys.executable,
+        *("-m", "examples.howto.offload", *session.posargs),
+        env={"PYTHONPATH": str(ROOT / "src"), "JAX_PLATFORMS": "cuda"},
+    )
+
+
 if __name__ == "__main__":
     nox.main()

@@ -65,6 +65,15 @@ def jax_objects() -> list[tuple[str, str, str]]:
         ("jax.random.PRNGKey", "py:function", None),
         ("jax.lax.dot_general", "py:function", None),
         ("jax.lax.optimization_barrier", "py:function", None),
+        # The sharded-step guide (howto/sharded-step): meshes, shardings, collectives, export.
+        ("jax.sharding", "py:module", "jax.sharding.html"),
+        ("jax.sharding.Mesh", "py:class", "jax.sharding.html#jax.sharding.Mesh"),
+        ("jax.sharding.NamedSharding", "py:class", "jax.sharding.html#jax.sharding.NamedSharding"),
+        ("jax.sharding.PartitionSpec", "py:class", "jax.sharding.html#jax.sharding.PartitionSpec"),
+        ("jax.lax.with_sharding_constraint", "py:function", None),
+        ("jax.lax.all_gather", "py:function", None),
+        ("jax.lax.pmean", "py:function", None),
+        ("jax.export.export", "py:function", None),
     ]
     for name in [
         "grad",
@@ -79,6 +88,10 @@ def jax_objects() -> list[tuple[str, str, str]]:
         "ensure_compile_time_eval",
         "named_call",
         "named_scope",
+        "shard_map",
+        "device_put",
+        "devices",
+        "make_mesh",
     ]:
         objects.append((f"jax.{name}", "py:function", None))
     for name in ["scan", "fori_loop", "while_loop", "cond", "map"]:
