@@ -39,7 +39,7 @@ class _Op:
 
 
 def _nbytes(aval: Any) -> int:
-    return math.prod(aval.shape) * aval.dtype.itemsize
+    return int(math.prod(aval.shape)) * int(aval.dtype.itemsize)
 
 
 def _flatten(jaxpr: Any, env: dict[Any, Any], scope: Any, ops: list[_Op]) -> None:

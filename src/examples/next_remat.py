@@ -88,9 +88,14 @@ def _code(items: str) -> str:
 
 def policy_table() -> Table:
     """What each policy keeps of :func:`two_layers` under both implementations."""
-    rows = [("no `jax.checkpoint` at all", *(kept(residuals_of(None, on, False)) for on in (0, 1)))]
+    rows = [
+        (
+            "no `jax.checkpoint` at all",
+            *(kept(residuals_of(None, on, False)) for on in (False, True)),
+        )
+    ]
     for name, policy in policies_to_compare().items():
-        rows.append((f"`{name}`", *(_code(kept(residuals_of(policy, on))) for on in (0, 1))))
+        rows.append((f"`{name}`", *(_code(kept(residuals_of(policy, on))) for on in (False, True))))
     return Table(["policy", "default (`remat2`) keeps", "`jax_remat3` keeps"], rows)
 
 

@@ -52,7 +52,9 @@ def dense_relu_keep_dots(h: jax.Array, W_b: Params) -> jax.Array:
     return jnp.maximum(h @ W + b, 0.0)
 
 
-def mlp_inputs(depth: int = 32, batch: int = 256, width: int = 512, seed: int = 0):
+def mlp_inputs(
+    depth: int = 32, batch: int = 256, width: int = 512, seed: int = 0
+) -> tuple[tuple[jax.Array, jax.Array], jax.Array]:
     """``((Ws, bs), x)``: weights ``(depth, width, width)``, biases ``(depth, width)``, and an
     input ``(batch, width)``."""
     kw, kx = jax.random.split(jax.random.key(seed))
@@ -145,13 +147,17 @@ def scan_table(rows: list[ScanRow]) -> Table:
     )
 
 
-def flops_by_depth(depths: tuple[int, ...] = (8, 32), batch: int = 256, width: int = 512):
+def flops_by_depth(
+    depths: tuple[int, ...] = (8, 32), batch: int = 256, width: int = 512
+) -> dict[int, tuple[float, float]]:
     """XLA's FLOP count for the plain gradient, scanned and unrolled, at each depth."""
-    out = {}
+    out: dict[int, tuple[float, float]] = {}
     for depth in depths:
         params, x = mlp_inputs(depth, batch, width)
         scanned = compiled_stats(jax.grad(scan_loss(dense_relu)), params, x).flops
         unrolled = compiled_stats(jax.grad(unrolled_loss(dense_relu)), params, x).flops
+        if scanned is None or unrolled is None:
+            raise RuntimeError(f"the {jax.default_backend()} backend reports no FLOP count")
         out[depth] = (scanned, unrolled)
     return out
 
@@ -190,7 +196,7 @@ class XlaRow:
 def xla_row(name: str, fn: Callable[..., Any], *args: Any) -> XlaRow:
     """Lower and compile ``jax.jit(fn)`` and read its text, memory and cost analyses."""
     lowered = jax.jit(fn).lower(*args)
-    before, after = lowered.as_text(), lowered.compile().as_text()
+    before, after = str(lowered.as_text()), str(lowered.compile().as_text())
     stats = compiled_stats(fn, *args)
     return XlaRow(
         name,
@@ -206,7 +212,7 @@ def xla_row(name: str, fn: Callable[..., Any], *args: Any) -> XlaRow:
 @contextmanager
 def xla_remat_pass(enabled: bool) -> Iterator[None]:
     """Switch XLA's own rematerialization pass (``jax_compiler_enable_remat_pass``)."""
-    before = jax.config.jax_compiler_enable_remat_pass
+    before = getattr(jax.config, "jax_compiler_enable_remat_pass")  # noqa: B009 (not typed)
     jax.config.update("jax_compiler_enable_remat_pass", enabled)
     try:
         yield
