@@ -156,6 +156,17 @@ def test_cost_analysis_agrees_with_counting_products_on_cpu():
     assert got["nothing_saveable"] / got[e.NO_REMAT] == pytest.approx(refined, rel=0.03)
 
 
+@pytest.mark.skipif(jax.default_backend() != "cpu", reason="XLA:CPU's FLOP counting convention")
+def test_page_size_counts_one_layer_and_full_remat_costs_less_than_four_thirds():
+    """The page's theory section, on the page's own size (small)."""
+    cfg = SIZES["small"]
+    got = e.measure(cfg, [e.NO_REMAT, "nothing_saveable"], time_steps=False)
+    share = e.counted_share(cfg, got)
+    assert 1.0 <= share.of_one_layer < 1.1  # elementwise work: small next to the products
+    assert share.of_all_layers == pytest.approx(share.of_one_layer / cfg.layers)
+    assert e.flop_ratio(got) < 4 / 3
+
+
 def test_depth_sweep_grows_without_remat_and_stays_flat_with_it(depth):
     temp = {(p.policy, p.layers): p.temp_bytes for p in depth}
     plain_growth = temp[(e.NO_REMAT, 4)] - temp[(e.NO_REMAT, 2)]
