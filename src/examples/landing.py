@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import jax
 
+from examples.display import Table, format_bytes, format_ratio
 from examples.measure import compiled_stats
 from examples.models import scan_loss, stacked_tanh, tanh_layer
 
@@ -44,6 +45,17 @@ def measure(depth: int = 16, batch: int = 64, width: int = 128) -> list[Tradeoff
         Tradeoff(name, s.temp_bytes, s.flops, s.flops / base if base else float("nan"))
         for name, s in stats.items()
     ]
+
+
+def table(rows: list[Tradeoff]) -> Table:
+    """The strategies' temporary memory and FLOPs relative to no checkpoint."""
+    return Table(
+        ["strategy", "temporary memory", "FLOPs vs. no checkpoint"],
+        [
+            [r.strategy, format_bytes(r.temp_bytes), format_ratio(r.flops, rows[0].flops)]
+            for r in rows
+        ],
+    )
 
 
 def plot(rows: list[Tradeoff]):
