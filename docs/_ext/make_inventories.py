@@ -65,6 +65,21 @@ def jax_objects() -> list[tuple[str, str, str]]:
         ("jax.random.PRNGKey", "py:function", None),
         ("jax.lax.dot_general", "py:function", None),
         ("jax.lax.optimization_barrier", "py:function", None),
+        ("jax.nn.dot_product_attention", "py:function", None),
+        ("jax.ShapeDtypeStruct", "py:class", None),
+        ("jax.profiler.save_device_memory_profile", "py:function", None),
+        ("jax.profiler.device_memory_profile", "py:function", None),
+        ("jax.stages.Compiled", "py:class", "jax.stages.html#jax.stages.Compiled"),
+        (
+            "jax.stages.Compiled.memory_analysis",
+            "py:method",
+            "jax.stages.html#jax.stages.Compiled.memory_analysis",
+        ),
+        (
+            "jax.stages.Compiled.cost_analysis",
+            "py:method",
+            "jax.stages.html#jax.stages.Compiled.cost_analysis",
+        ),
     ]
     for name in [
         "grad",

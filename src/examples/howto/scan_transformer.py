@@ -19,8 +19,8 @@ import jax.numpy as jnp
 import optax
 
 from examples.display import Table, format_bytes, format_ratio
-from examples.measure import MIN_REPEATS, CompiledStats, Timing, compiled_stats, time_call
 from examples.howto.transformer import block
+from examples.measure import MIN_REPEATS, CompiledStats, Timing, compiled_stats, time_call
 from examples.models import Config, init_inputs, init_params
 
 P = jax.checkpoint_policies

@@ -39,13 +39,15 @@ def block(
     q, k, v = (t.reshape(b, s, heads, d // heads) for t in jnp.split(qkv, 3, axis=-1))
     if attention == "einsum":
         logits = jnp.einsum("bqhd,bkhd->bhqk", q, k, preferred_element_type=jnp.float32)
-        probs = jax.nn.softmax(logits / math.sqrt(d // heads), axis=-1).astype(h.dtype)
-        probs = checkpoint_name(probs, "attn_probs")
-        attended = jnp.einsum("bhqk,bkhd->bqhd", probs, v)
+        probs = jax.nn.softmax(logits / math.sqrt(d // heads), axis=-1)
+        probs = checkpoint_name(probs, "attn_probs")  # float32: what softmax's derivative reads
+        attended = jnp.einsum("bhqk,bkhd->bqhd", probs.astype(h.dtype), v)
     elif attention == "dot_product_attention":
         attended = jax.nn.dot_product_attention(q, k, v)
     else:
-        raise ValueError(f"attention must be 'einsum' or 'dot_product_attention', not {attention!r}")
+        raise ValueError(
+            f"attention must be 'einsum' or 'dot_product_attention', not {attention!r}"
+        )
     h = h + attended.reshape(b, s, d) @ p["wo"]
     pre = checkpoint_name(rms_norm(h) @ p["w1"], "mlp_pre")
     return h + jax.nn.gelu(pre) @ p["w2"]
