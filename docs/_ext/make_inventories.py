@@ -74,6 +74,22 @@ def jax_objects() -> list[tuple[str, str, str]]:
         ("jax.lax.all_gather", "py:function", None),
         ("jax.lax.pmean", "py:function", None),
         ("jax.export.export", "py:function", None),
+        # The how-to guides on policies and memory.
+        ("jax.nn.dot_product_attention", "py:function", None),
+        ("jax.ShapeDtypeStruct", "py:class", None),
+        ("jax.profiler.save_device_memory_profile", "py:function", None),
+        ("jax.profiler.device_memory_profile", "py:function", None),
+        ("jax.stages.Compiled", "py:class", "jax.stages.html#jax.stages.Compiled"),
+        (
+            "jax.stages.Compiled.memory_analysis",
+            "py:method",
+            "jax.stages.html#jax.stages.Compiled.memory_analysis",
+        ),
+        (
+            "jax.stages.Compiled.cost_analysis",
+            "py:method",
+            "jax.stages.html#jax.stages.Compiled.cost_analysis",
+        ),
     ]
     for name in [
         "grad",
