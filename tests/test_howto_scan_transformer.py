@@ -11,9 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from examples import explorer
+from examples import explorer, models
 from examples.howto import scan_transformer as st
-from examples.howto import transformer
 from examples.jaxprs import traced_remat_sites
 from examples.models import Config, block, init_inputs, init_params
 from examples.residuals import saved_residuals
@@ -29,7 +28,7 @@ def test_named_block_is_the_shared_block_with_either_attention():
     reference = block(x, one, TINY.heads)
     for attention in ("einsum", "dot_product_attention"):
         np.testing.assert_allclose(
-            transformer.block(x, one, TINY.heads, attention), reference, rtol=1e-5, atol=1e-5
+            models.named_block(x, one, TINY.heads, attention), reference, rtol=1e-5, atol=1e-5
         )
 
 
@@ -37,7 +36,7 @@ def test_named_block_rejects_an_unknown_attention():
     params, x = init_params(TINY), init_inputs(TINY)
     one = jax.tree.map(lambda w: w[0], params)
     with pytest.raises(ValueError, match="attention must be 'einsum' or 'dot_product_attention'"):
-        transformer.block(x, one, TINY.heads, attention="flash")
+        models.named_block(x, one, TINY.heads, attention="flash")
 
 
 def test_loss_matches_numpy_float64():

@@ -1,7 +1,7 @@
 """How-to: choose a checkpoint policy for a transformer block.
 
 The code of ``docs/howto/choose-policy.md``, in the order of the page. The block is the one of
-:mod:`examples.howto.transformer` as production models run it: bfloat16 weights and activations,
+:func:`examples.models.named_block` as production models run it: bfloat16 weights and activations,
 ``jax.nn.dot_product_attention``, an MLP of ratio 4, scanned over its layers. Each candidate
 policy is compiled at a short and a long sequence, and the page reads XLA's memory and FLOPs and
 the step time off the build. The last part looks at a fused attention kernel (JAX's Pallas
@@ -21,10 +21,10 @@ import jax.numpy as jnp
 from jax.ad_checkpoint import checkpoint_name
 
 from examples.display import Table, format_bytes, format_ratio
-from examples.howto.transformer import Attention, block
 from examples.jaxprs import walk
 from examples.measure import MIN_REPEATS, CompiledStats, Timing, compiled_stats, time_call
-from examples.models import Config, init_inputs, init_params
+from examples.models import Attention, Config, init_inputs, init_params
+from examples.models import named_block as block
 from examples.residuals import Residuals, saved_residuals
 
 P = jax.checkpoint_policies

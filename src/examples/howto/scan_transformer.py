@@ -4,7 +4,7 @@ The code of ``docs/howto/scan-transformer.md``, in the order of the page: the tr
 (loss, ``jax.value_and_grad``, an optax update), the places a ``jax.checkpoint`` can go, and the
 knobs that matter under a scan (the policy, ``prevent_cse``, ``unroll``). The model is the shared
 pre-norm transformer of :mod:`examples.models` (its sizes and weights), with the block of
-:mod:`examples.howto.transformer`, which names the values worth keeping.
+:func:`examples.models.named_block`, which names the values worth keeping.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import jax.numpy as jnp
 import optax
 
 from examples.display import Table, format_bytes, format_ratio
-from examples.howto.transformer import block
 from examples.measure import MIN_REPEATS, CompiledStats, Timing, compiled_stats, time_call
 from examples.models import Config, init_inputs, init_params
+from examples.models import named_block as block
 
 P = jax.checkpoint_policies
 
