@@ -67,6 +67,8 @@ def offload_evidence(policy: Callable[..., Any], *args: jax.Array) -> OffloadEvi
     args = args or model_inputs()
     grad = jax.grad(jax.checkpoint(model, policy=policy), argnums=(0, 1))
     compiled = jax.jit(grad).lower(*args).compile().as_text()
+    if compiled is None:  # the backend gives no text for compiled programs
+        raise RuntimeError(f"the {jax.default_backend()} backend gives no compiled program text")
     host_lines = [line.strip()[:200] for line in compiled.splitlines() if _HOST_SPACE.search(line)]
     stats = compiled_stats(grad, *args)
     got = jax.jit(grad)(*args)

@@ -279,7 +279,7 @@ def describe_saved(listing: Residuals) -> str:
     """ "2 × dot_general, hidden": what was computed and kept, grouped."""
     counts: dict[str, int] = {}
     for r in listing.excluding_arguments():
-        label = r.name if r.kind == "named" else (r.detail or r.kind)
+        label = r.name if r.name is not None else (r.detail or r.kind)
         if "<host>" in r.type_str or "pinned_host" in r.type_str:
             label += " (on host)"
         counts[label] = counts.get(label, 0) + 1
@@ -353,7 +353,10 @@ def stacked_residuals(
     stage), so a policy that keeps only products *without* batch dimensions drops it.
     """
     w1, w2, x = model_inputs()
-    stack = lambda a: jnp.stack([a * (1.0 + 0.1 * i) for i in range(stages)])
+
+    def stack(a: jax.Array) -> jax.Array:
+        return jnp.stack([a * (1.0 + 0.1 * i) for i in range(stages)])
+
     body = jax.checkpoint(model, policy=policy)
     in_axes = (None, None, 0) if shared_weights else 0
     weights = (w1, w2) if shared_weights else (stack(w1), stack(w2))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
@@ -23,6 +23,9 @@ from examples.jaxprs import primitive_counts
 from examples.liveness import peak_bytes
 from examples.residuals import saved_residuals
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 # -- 1. jax.remat and jax.checkpoint --------------------------------------------------------------
 
 
@@ -31,6 +34,9 @@ def remat_vs_checkpoint() -> dict[str, Any]:
     ours, theirs = inspect.signature(jax.remat), inspect.signature(jax.checkpoint)
     fn = lambda x, y: jnp.sin(jnp.sin(x)) * y
     per_argument = (True, False)
+    # jax.remat forwards prevent_cse unchecked (its annotation says bool): a per-argument tuple
+    # reaches jax.checkpoint.
+    remat_tuple = jax.remat(fn, prevent_cse=per_argument)  # type: ignore[arg-type]
     return {
         "same_object": jax.remat is jax.checkpoint,
         "remat_lacks": sorted(set(theirs.parameters) - set(ours.parameters)),
@@ -38,10 +44,7 @@ def remat_vs_checkpoint() -> dict[str, Any]:
         "remat_prevent_cse": str(ours.parameters["prevent_cse"].annotation),
         "same_jaxpr": str(jax.make_jaxpr(jax.remat(fn))(1.0, 2.0))
         == str(jax.make_jaxpr(jax.checkpoint(fn))(1.0, 2.0)),
-        # jax.remat forwards prevent_cse unchecked: a per-argument tuple reaches jax.checkpoint.
-        "remat_tuple_same_jaxpr": str(
-            jax.make_jaxpr(jax.grad(jax.remat(fn, prevent_cse=per_argument)))(1.0, 2.0)
-        )
+        "remat_tuple_same_jaxpr": str(jax.make_jaxpr(jax.grad(remat_tuple))(1.0, 2.0))
         == str(jax.make_jaxpr(jax.grad(jax.checkpoint(fn, prevent_cse=per_argument)))(1.0, 2.0)),
     }
 
@@ -61,7 +64,7 @@ def f(W1: jax.Array, W2: jax.Array, W3: jax.Array, x: jax.Array) -> jax.Array:
 
 def f_checkpoint_each(W1: jax.Array, W2: jax.Array, W3: jax.Array, x: jax.Array) -> jax.Array:
     """The same three stages, each wrapped in ``jax.checkpoint`` where it is called."""
-    stage = jax.checkpoint(g)
+    stage: Callable[..., jax.Array] = jax.checkpoint(g)
     return stage(W3, stage(W2, stage(W1, x)))
 
 
@@ -73,7 +76,8 @@ def f_named(W1: jax.Array, W2: jax.Array, W3: jax.Array, x: jax.Array) -> jax.Ar
     """``f`` with each stage's output tagged ``a``, ``b``, ``c`` by ``checkpoint_name``."""
     h = checkpoint_name(g(W1, x), name="a")
     h = checkpoint_name(g(W2, h), name="b")
-    return checkpoint_name(g(W3, h), name="c")
+    c: jax.Array = checkpoint_name(g(W3, h), name="c")
+    return c
 
 
 #: Only the value named ``a`` may be kept; everything else is recomputed.
@@ -114,13 +118,13 @@ def checkpoint_by_hand(g: Callable[..., Any]) -> Callable[..., Any]:
     when the cotangent arrives."""
 
     @jax.custom_vjp
-    def checkpointed(*args):
+    def checkpointed(*args: Any) -> Any:
         return g(*args)
 
-    def forward(*args):
+    def forward(*args: Any) -> tuple[Any, tuple[Any, ...]]:
         return g(*args), args  # the residuals are the inputs, nothing else
 
-    def backward(args, out_bar):
+    def backward(args: tuple[Any, ...], out_bar: Any) -> Any:
         _, g_vjp = jax.vjp(g, *args)  # g's forward pass again, this time keeping its residuals
         return g_vjp(out_bar)
 
@@ -162,15 +166,9 @@ def jvp_linearize_table(fn: Callable[[jax.Array], jax.Array], x: jax.Array) -> T
     for name, variant in (("f", fn), ("jax.checkpoint(f)", jax.checkpoint(fn))):
         counts = jvp_and_linearize(variant, x)
         rows.append((f"`{name}`", *counts.values()))
-    return Table(
-        [
-            "function",
-            "sin + cos in jax.jvp",
-            "sin + cos in the linear function",
-            "arrays it closes over",
-        ],
-        rows,
-    )
+    header = ["function", "sin + cos in jax.jvp", "sin + cos in the linear function"]
+    header += ["arrays it closes over"]
+    return Table(header, rows)
 
 
 def composition_variants() -> dict[str, Callable[[jax.Array], jax.Array]]:
@@ -414,7 +412,7 @@ def depth_table(rows: Sequence[DepthRow]) -> Table:
     )
 
 
-def plot_depth_sweep(rows: Sequence[DepthRow]):
+def plot_depth_sweep(rows: Sequence[DepthRow]) -> Figure:
     """Residuals kept (left) and sin/cos evaluations (right) against depth, log2 depth axis."""
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter

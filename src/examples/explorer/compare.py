@@ -6,7 +6,7 @@ import dataclasses
 import functools
 import inspect
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
@@ -18,6 +18,9 @@ from examples.explorer.model import NO_REMAT, POLICIES
 from examples.explorer.render import FLOPS, FLOPS_WITHOUT_PRODUCTS, plot_tradeoff, results_table
 from examples.measure import MIN_REPEATS, compiled_stats, time_call
 from examples.residuals import saved_residuals
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,7 +51,7 @@ class Comparison:
     def _repr_markdown_(self) -> str:
         return self.table().to_markdown()
 
-    def plot(self, title: str = "your function"):
+    def plot(self, title: str = "your function") -> Figure:
         return plot_tradeoff([(title, self.results)])
 
 
@@ -125,6 +128,7 @@ def compare_policies(
         policies = {p: POLICIES[p] for p in policies}
     results = []
     for label, policy in policies.items():
+        f: Callable[..., Any]
         if takes_policy:
             f = functools.partial(fn, policy=policy)
         else:

@@ -16,10 +16,15 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from examples.measure import Timing
 from examples.models import Config
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+_D = TypeVar("_D", bound="DataclassInstance")
 
 SCHEMA_V1 = "jax-remat-guide/explorer/1"
 SCHEMA = "jax-remat-guide/explorer/2"
@@ -51,11 +56,11 @@ class Result:
     @property
     def timing(self) -> Timing | None:
         """The step time as a :class:`~examples.measure.Timing`; ``None`` without a spread."""
-        if self.step_time_s is None or not self.spread_recorded:
+        median, low, high = self.step_time_s, self.step_time_min_s, self.step_time_max_s
+        repeats = self.step_time_repeats
+        if median is None or low is None or high is None or repeats is None:
             return None
-        return Timing(
-            self.step_time_s, self.step_time_min_s, self.step_time_max_s, self.step_time_repeats
-        )
+        return Timing(median, low, high, repeats)
 
     @classmethod
     def with_timing(cls, timing: Timing | None, **fields: Any) -> Result:
@@ -121,7 +126,7 @@ def save(run: Run, path: str | Path) -> None:
         raise FileExistsError(f"{path} exists; not overwriting it (remove it first)") from None
 
 
-def _build(cls: type, data: Any, where: str, optional: tuple[str, ...] = ()) -> Any:
+def _build(cls: type[_D], data: Any, where: str, optional: tuple[str, ...] = ()) -> _D:
     if not isinstance(data, dict):
         raise ExplorerDataError(f"{where}: expected an object, found {type(data).__name__}")
     fields = {f.name for f in dataclasses.fields(cls)}

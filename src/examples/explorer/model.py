@@ -12,6 +12,7 @@ from typing import Any
 
 import jax
 import numpy as np
+from numpy.typing import NDArray
 
 from examples.models import Config, block, init_inputs, init_params, scan_loss
 from examples.policies import ALIASES, excluding_names
@@ -96,11 +97,15 @@ def loss_float64(cfg: Config, params: dict[str, Any], x: Any) -> float:
     b, s, d = h.shape
     dh = d // cfg.heads
 
-    def norm(t):
-        return t / np.sqrt(np.mean(t * t, axis=-1, keepdims=True) + 1e-6)
+    def norm(t: NDArray[np.float64]) -> NDArray[np.float64]:
+        mean_square: NDArray[np.float64] = np.mean(t * t, axis=-1, keepdims=True)
+        return t / np.sqrt(mean_square + 1e-6)
 
-    def gelu(t):  # jax.nn.gelu's default tanh approximation
-        return 0.5 * t * (1 + np.tanh(np.sqrt(2 / np.pi) * (t + 0.044715 * t**3)))
+    def gelu(
+        t: NDArray[np.float64],
+    ) -> NDArray[np.float64]:  # jax.nn.gelu's default tanh approximation
+        tanh: NDArray[np.float64] = np.tanh(np.sqrt(2 / np.pi) * (t + 0.044715 * t**3))
+        return 0.5 * t * (1 + tanh)
 
     for i in range(cfg.layers):
         w = {k: np.asarray(v[i], np.float64) for k, v in params.items()}

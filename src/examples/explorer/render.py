@@ -10,7 +10,7 @@ nothing.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from examples.display import Table, format_bytes, format_ratio, format_seconds
 from examples.explorer.data import DepthPoint, Result
@@ -18,6 +18,10 @@ from examples.explorer.model import NO_REMAT, POLICIES
 from examples.explorer.theory import counted_share
 from examples.models import Config
 from examples.residuals import Residuals
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 MEDIAN_ONLY = "median only; spread not recorded"
 FLOPS = "FLOPs vs. no remat"
@@ -95,7 +99,7 @@ def exclusion_table(listings: dict[str, Residuals]) -> Table:
             f"`{label}`",
             len(kept),
             format_bytes(kept.nbytes),
-            ", ".join(r.name for r in kept.of_kind("named")) or "none",
+            ", ".join(r.name for r in kept.of_kind("named") if r.name is not None) or "none",
         ]
         for label, kept in listings.items()
     ]
@@ -152,9 +156,12 @@ def under_budget(
     The fastest is returned only if its slowest call beats the fastest call of every other
     policy that fits; otherwise ``None``: time does not decide between them.
     """
-    fits = [r for r in results if r.temp_bytes <= budget_bytes and r.timing is not None]
-    for r in fits:
-        if all(r.timing.compare(o.timing) == "faster" for o in fits if o is not r):
+    timed = [
+        (r, t) for r in results if (t := r.timing) is not None and r.temp_bytes <= budget_bytes
+    ]
+    fits = [r for r, _ in timed]
+    for r, t in timed:
+        if all(t.compare(other) == "faster" for o, other in timed if o is not r):
             return fits, r
     return fits, None
 
@@ -221,7 +228,7 @@ def _bytes_axis(values: Sequence[int]) -> tuple[float, str]:
     return (2**30, "GiB") if max(values, default=0) >= 4 * 2**30 else (2**20, "MiB")
 
 
-def _tidy(ax: Any, title: str, unit: str) -> None:
+def _tidy(ax: Axes, title: str, unit: str) -> None:
     ax.set_ylabel(f"XLA temporary memory ({unit})")
     ax.set_title(title, fontsize=10)
     ax.set_ylim(bottom=0)
@@ -229,7 +236,7 @@ def _tidy(ax: Any, title: str, unit: str) -> None:
     ax.spines[["top", "right"]].set_visible(False)
 
 
-def plot_tradeoff(runs: Sequence[tuple[str, Sequence[Result]]]):
+def plot_tradeoff(runs: Sequence[tuple[str, Sequence[Result]]]) -> Figure:
     """Compiled temporary memory against step time: one panel per run, one marker per policy.
 
     A horizontal bar runs from the fastest to the slowest timed call; a run that recorded the
@@ -242,11 +249,12 @@ def plot_tradeoff(runs: Sequence[tuple[str, Sequence[Result]]]):
     fig, axes = plt.subplots(
         len(runs), 1, figsize=(7.5, 3.6 * len(runs) + 1.3), layout="constrained", squeeze=False
     )
+    # ErrorbarContainers; Any because matplotlib's stubs type legend handles as Artists only.
     shown: dict[str, Any] = {}
     for ax, (title, results) in zip(axes[:, 0], runs, strict=True):
-        timed = [r for r in results if r.step_time_s is not None]
-        scale, unit = _bytes_axis([r.temp_bytes for r in timed])
-        for r in timed:
+        timed = [(r, median) for r in results if (median := r.step_time_s) is not None]
+        scale, unit = _bytes_axis([r.temp_bytes for r, _ in timed])
+        for r, median in timed:
             style = _style(r.policy, order)
             t = r.timing
             xerr = (
@@ -255,7 +263,7 @@ def plot_tradeoff(runs: Sequence[tuple[str, Sequence[Result]]]):
                 else [[(t.median_s - t.min_s) * 1e3], [(t.max_s - t.median_s) * 1e3]]
             )
             shown[r.policy] = ax.errorbar(
-                r.step_time_s * 1e3,
+                median * 1e3,
                 r.temp_bytes / scale,
                 xerr=None if xerr is None else [[v * 1e3 for v in side] for side in xerr],
                 fmt=style["marker"],
@@ -267,7 +275,7 @@ def plot_tradeoff(runs: Sequence[tuple[str, Sequence[Result]]]):
                 elinewidth=1.2,
                 capsize=3,
             )
-        if any(r.timing is None for r in timed):
+        if any(r.timing is None for r, _ in timed):
             title = f"{title}\n({MEDIAN_ONLY}: no error bars, no ordering)"
         ax.set_xlabel("step time of jit(grad(loss)) (ms): median, bar from fastest to slowest")
         _tidy(ax, title, unit)
@@ -278,7 +286,7 @@ def plot_tradeoff(runs: Sequence[tuple[str, Sequence[Result]]]):
     return fig
 
 
-def plot_depth(runs: Sequence[tuple[str, Sequence[DepthPoint]]]):
+def plot_depth(runs: Sequence[tuple[str, Sequence[DepthPoint]]]) -> Figure:
     """Compiled temporary memory against the number of layers: one panel per run.
 
     The x axis is linear, so memory that grows by a fixed amount per layer draws a straight line.

@@ -52,10 +52,17 @@ def full_remat_flop_ratio(cfg: Config) -> tuple[float, float]:
     return textbook, refined
 
 
+def _flops(results: Sequence[Result], name: str) -> float:
+    """XLA's FLOP count for policy ``name``; a clear error where the run recorded none."""
+    flops = {r.policy: r for r in results}[name].flops
+    if flops is None:
+        raise ValueError(f"no FLOP count recorded for {name!r}: XLA reported none for this run")
+    return flops
+
+
 def flop_ratio(results: Sequence[Result], name: str = "nothing_saveable") -> float:
     """XLA's FLOPs of policy ``name`` over those of no remat."""
-    rows = {r.policy: r for r in results}
-    return rows[name].flops / rows[NO_REMAT].flops
+    return _flops(results, name) / _flops(results, NO_REMAT)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,7 +84,7 @@ class CountedShare:
 
 
 def counted_share(cfg: Config, results: Sequence[Result]) -> CountedShare:
-    plain = {r.policy: r for r in results}[NO_REMAT].flops
+    plain = _flops(results, NO_REMAT)
     one_layer = 3 * sum(layer_flops(cfg).values())
     return CountedShare(plain / one_layer, plain / (one_layer * cfg.layers))
 

@@ -17,6 +17,8 @@ import math
 import re
 from collections.abc import Sequence
 
+import jax
+
 from examples.display import Table, format_bytes
 
 OPS = ("all-gather", "all-reduce", "reduce-scatter", "all-to-all", "collective-permute")
@@ -61,6 +63,17 @@ def _array_bytes(shape: str, last_only: bool) -> int:
     if not arrays:
         return 0
     return arrays[-1] if last_only else sum(arrays)
+
+
+def hlo_text(compiled: jax.stages.Compiled) -> str:
+    """``compiled.as_text()``, or a clear error where the backend gives no text (``None``)."""
+    text = compiled.as_text()
+    if text is None:
+        raise RuntimeError(
+            f"the {jax.default_backend()} backend gives no text for this compiled program "
+            "(Compiled.as_text() returned None)"
+        )
+    return text
 
 
 def collectives(hlo: str) -> list[Collective]:

@@ -18,13 +18,14 @@ import json
 import math
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import jax
 
 from examples.display import Table, format_bytes
+from examples.howto.collectives import hlo_text
 from examples.jaxprs import equation_jaxprs, open_jaxpr
 from examples.measure import MIN_REPEATS, Timing, compiled_stats, time_call
 from examples.models import SIZES, Config, block, init_inputs, init_params, scan_loss
@@ -62,7 +63,7 @@ def memory_kinds(device: Any = None) -> list[str]:
     return [m.kind for m in device.addressable_memories()]
 
 
-def make_loss(cfg: Config, policy: Any):
+def make_loss(cfg: Config, policy: Any) -> Callable[[Any, Any], jax.Array]:
     layer = jax.checkpoint(lambda h, p: block(h, p, cfg.heads), policy=policy)
     return scan_loss(layer)
 
@@ -86,7 +87,7 @@ def _space(aval: Any) -> str:
 
 
 def _nbytes(aval: Any) -> int:
-    return math.prod(aval.shape) * aval.dtype.itemsize
+    return int(math.prod(aval.shape) * aval.dtype.itemsize)
 
 
 def host_transfers(jaxpr: Any, times: int = 1) -> Transfers:
@@ -124,7 +125,7 @@ def lowered_for(platform: str, fn: Any, *args: Any) -> str:
     ``jax.export`` lowers for any platform JAX knows, without that hardware: on a CPU machine it
     shows what a GPU would be given.
     """
-    return jax.export.export(jax.jit(fn), platforms=[platform])(*args).mlir_module()
+    return str(jax.export.export(jax.jit(fn), platforms=[platform])(*args).mlir_module())
 
 
 def placements_by_platform(
@@ -193,7 +194,7 @@ def measure(
                 to_host_bytes=moved.to_host_bytes,
                 to_device_bytes=moved.to_device_bytes,
                 annotations=placement_annotations(lowered.as_text()),
-                host_buffers=host_buffers(lowered.compile().as_text()),
+                host_buffers=host_buffers(hlo_text(lowered.compile())),
                 temp_bytes=stats.temp_bytes,
                 host_temp_bytes=stats.host_temp_bytes,
                 flops=stats.flops,
@@ -231,8 +232,8 @@ def stages_table(results: Sequence[Result]) -> Table:
         )
         for r in results
     ]
-    header = ("policy", "jaxpr: to host per step", "lowered: placements")
-    header += ("compiled: host arrays", "temp device memory", "temp host memory")
+    header = ["policy", "jaxpr: to host per step", "lowered: placements"]
+    header += ["compiled: host arrays", "temp device memory", "temp host memory"]
     return Table(header, rows)
 
 
@@ -253,8 +254,8 @@ def results_table(results: Sequence[Result]) -> Table:
                 str(r.timing) if r.timing else "not timed",
             )
         )
-    header = ("policy", "device temp memory", "host temp memory", "asked to move per step")
-    header += ("compiled: host arrays", "device memory saved", "step time")
+    header = ["policy", "device temp memory", "host temp memory", "asked to move per step"]
+    header += ["compiled: host arrays", "device memory saved", "step time"]
     return Table(header, rows)
 
 

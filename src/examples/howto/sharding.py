@@ -22,7 +22,6 @@ import json
 import math
 import sys
 from collections.abc import Callable, Sequence
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +30,17 @@ import numpy as np
 from jax.ad_checkpoint import checkpoint_name
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
+from numpy.typing import NDArray
 
 from examples.display import Table, format_bytes
-from examples.howto.collectives import collectives
+from examples.howto.collectives import collectives, hlo_text
 from examples.measure import compiled_stats
 from examples.models import Config, block, init_inputs, init_params, scan_loss
+
+#: A layer of the scanned stack: ``(carry, one layer's weights) -> carry``.
+Layer = Callable[[jax.Array, dict[str, jax.Array]], jax.Array]
+#: The weights (a dict of stacked arrays) and the batch.
+Arguments = tuple[dict[str, jax.Array], jax.Array]
 
 #: The mesh of the guide: two data-parallel groups of four devices that share out the weights.
 AXES = ("data", "fsdp")
@@ -92,7 +97,7 @@ def shard_table(arrays: dict[str, jax.Array]) -> Table:
         (
             f"`{name}`",
             f"{tuple(a.shape)}",
-            f"`{a.sharding.spec}`",
+            f"`{a.sharding.spec}`",  # type: ignore[attr-defined]  # a NamedSharding's spec
             f"{tuple(a.addressable_shards[0].data.shape)}",
             format_bytes(a.addressable_shards[0].data.nbytes),
         )
@@ -102,7 +107,7 @@ def shard_table(arrays: dict[str, jax.Array]) -> Table:
     return Table(header, rows, align=["left", "right", "left", "right", "right"])
 
 
-def place(mesh: Mesh, params: dict[str, jax.Array], x: jax.Array) -> tuple[dict, jax.Array]:
+def place(mesh: Mesh, params: dict[str, jax.Array], x: jax.Array) -> Arguments:
     """Put the weights and the batch on the mesh with :data:`WEIGHTS` and :data:`BATCH`."""
     weights = NamedSharding(mesh, WEIGHTS)
     return (
@@ -114,7 +119,7 @@ def place(mesh: Mesh, params: dict[str, jax.Array], x: jax.Array) -> tuple[dict,
 # --- the step under jax.jit: sharding by annotation ------------------------------------------
 
 
-def fsdp_layer(cfg: Config, mesh: Mesh, activation: P | None = BATCH) -> Callable:
+def fsdp_layer(cfg: Config, mesh: Mesh, activation: P | None = BATCH) -> Layer:
     """One transformer layer of the FSDP step: gather the weights, run the block.
 
     The gather is a sharding constraint to "replicated", so the compiler all-gathers each weight
@@ -136,7 +141,9 @@ def fsdp_layer(cfg: Config, mesh: Mesh, activation: P | None = BATCH) -> Callabl
     return layer
 
 
-def jit_step(cfg: Config, mesh: Mesh, policy: Any, activation: P | None = BATCH) -> Callable:
+def jit_step(
+    cfg: Config, mesh: Mesh, policy: Any, activation: P | None = BATCH
+) -> Callable[..., Any]:
     """``jax.jit(jax.grad(loss))``, the gradients sharded like the weights."""
     layer = fsdp_layer(cfg, mesh, activation)
     if policy is not None:
@@ -147,7 +154,7 @@ def jit_step(cfg: Config, mesh: Mesh, policy: Any, activation: P | None = BATCH)
 # --- the same step under shard_map: every collective written out -------------------------------
 
 
-def shard_map_loss(cfg: Config, mesh: Mesh, policy: Any) -> Callable:
+def shard_map_loss(cfg: Config, mesh: Mesh, policy: Any) -> Callable[..., jax.Array]:
     """The loss as per-device code: each device gathers the weights itself and averages the loss.
 
     Inside ``jax.shard_map`` a weight block is the device's own quarter, and
@@ -165,14 +172,15 @@ def shard_map_loss(cfg: Config, mesh: Mesh, policy: Any) -> Callable:
     if policy is not None:
         layer = jax.checkpoint(layer, policy=policy)
 
-    @partial(jax.shard_map, mesh=mesh, in_specs=(WEIGHTS, BATCH), out_specs=P())
+    @jax.shard_map(mesh=mesh, in_specs=(WEIGHTS, BATCH), out_specs=P())
     def loss(params: dict[str, jax.Array], x: jax.Array) -> jax.Array:
-        return jax.lax.pmean(scan_loss(layer)(params, x), AXES)
+        mean: jax.Array = jax.lax.pmean(scan_loss(layer)(params, x), AXES)
+        return mean
 
     return loss
 
 
-def shard_map_step(cfg: Config, mesh: Mesh, policy: Any) -> Callable:
+def shard_map_step(cfg: Config, mesh: Mesh, policy: Any) -> Callable[..., Any]:
     return jax.jit(jax.grad(shard_map_loss(cfg, mesh, policy)))
 
 
@@ -202,10 +210,10 @@ class StepReport:
         return dataclasses.asdict(self)
 
 
-def report(step: Callable, params: Any, x: Any, variant: str, policy: str) -> StepReport:
+def report(step: Callable[..., Any], params: Any, x: Any, variant: str, policy: str) -> StepReport:
     """Compile ``step`` for the placed arguments; read its memory, FLOPs and collectives."""
     stats = compiled_stats(step, params, x)
-    found = collectives(jax.jit(step).lower(params, x).compile().as_text())
+    found = collectives(hlo_text(jax.jit(step).lower(params, x).compile()))
     gathers = [c for c in found if c.op == "all-gather"]
     return StepReport(
         variant=variant,
@@ -285,7 +293,7 @@ def policy_table(reports: Sequence[StepReport], baseline: str = "nothing_saveabl
         "gathered per step",
         "gathered weights",
     )
-    return Table(header, rows, align=["left"] + ["right"] * 5 + ["left"])
+    return Table(header, rows, align=["left", "right", "right", "right", "right", "right", "left"])
 
 
 def activation_table(reports: Sequence[StepReport]) -> Table:
@@ -299,15 +307,17 @@ def activation_table(reports: Sequence[StepReport]) -> Table:
         )
         for r in reports
     ]
-    header = ("layer output pinned to", "temp memory per device", "GFLOP per device")
-    header += ("all-gathers fwd / bwd", "gathered per step")
+    header = ["layer output pinned to", "temp memory per device", "GFLOP per device"]
+    header += ["all-gathers fwd / bwd", "gathered per step"]
     return Table(header, rows)
 
 
 # --- the gradient, shard by shard ---------------------------------------------------------------
 
 
-def gradient_shards(grads: dict[str, jax.Array]) -> dict[str, list[tuple[int, tuple, Any]]]:
+def gradient_shards(
+    grads: dict[str, jax.Array],
+) -> dict[str, list[tuple[int, tuple[int, ...], NDArray[Any]]]]:
     """``{weight: [(device id, where the shard starts in the global array, its values), ...]}``."""
     return {
         name: [
@@ -329,15 +339,16 @@ ACTIVATION_SPECS: dict[str, P | None] = {
 CHECK_CONFIG = Config(layers=2, batch=8, seq=32, width=64, heads=4)
 
 
-def plain_layer(cfg: Config, policy: Any) -> Callable:
+def plain_layer(cfg: Config, policy: Any) -> Layer:
     """The block with no sharding anywhere, checkpointed with ``policy`` (``None``: not at all)."""
     layer = lambda h, p: block(h, p, cfg.heads)
     return layer if policy is None else jax.checkpoint(layer, policy=policy)
 
 
-def single_device(cfg: Config = CONFIG) -> tuple[dict, jax.Array]:
+def single_device(cfg: Config = CONFIG) -> Arguments:
     """The weights and the batch whole on the first device, as a one-device step gets them."""
-    return jax.device_put((init_params(cfg), init_inputs(cfg)), jax.devices()[0])
+    placed: Arguments = jax.device_put((init_params(cfg), init_inputs(cfg)), jax.devices()[0])
+    return placed
 
 
 def single_device_stats(cfg: Config = CONFIG) -> dict[str, Any]:
@@ -370,7 +381,8 @@ def write_check(out: Path, cfg: Config = CONFIG, check: Config = CHECK_CONFIG) -
                     key = f"{variant}/{p}/{weight}/{device}"
                     arrays[key] = values
                     arrays[key + "/start"] = np.array(start, dtype=np.int64)
-    np.savez(out / "gradients.npz", **arrays)
+    # numpy's stub types **kwds as if one could be its allow_pickle: bool.
+    np.savez(out / "gradients.npz", **arrays)  # type: ignore[arg-type]
     placed = place(mesh, init_params(cfg), init_inputs(cfg))
     data = {
         "devices": jax.device_count(),
