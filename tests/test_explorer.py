@@ -533,3 +533,26 @@ def test_committed_gpu_run_moves_offloaded_bytes_to_the_host():
     offloaded = rows[e.OFFLOAD_POLICIES[0]]
     assert offloaded.temp_bytes < rows["save_only_these_names(mlp_hidden)"].temp_bytes
     assert offloaded.host_temp_bytes > 0
+
+
+def test_tradeoff_error_bars_span_fastest_to_slowest_call_in_milliseconds():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.collections import LineCollection
+
+    from examples.explorer.data import Result
+    from examples.explorer.render import plot_tradeoff
+
+    timed = Result("nothing_saveable", 1, 2**20, 0, None, 1.0, 0.004, 0.003, 0.0065, 7)
+    fig = plot_tradeoff([("run", [timed])])
+    (ax, *_) = fig.axes
+    segments = [
+        seg
+        for coll in ax.collections
+        if isinstance(coll, LineCollection)
+        for seg in coll.get_segments()
+    ]
+    assert len(segments) == 1
+    xs = segments[0][:, 0]
+    np.testing.assert_allclose([xs.min(), xs.max()], [3.0, 6.5])  # ms: min and max of the calls

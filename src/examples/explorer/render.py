@@ -257,6 +257,7 @@ def plot_tradeoff(runs: Sequence[tuple[str, Sequence[Result]]]) -> Figure:
         for r, median in timed:
             style = _style(r.policy, order)
             t = r.timing
+            # In milliseconds, like the x axis: from the fastest call to the slowest.
             xerr = (
                 None
                 if t is None
@@ -265,7 +266,7 @@ def plot_tradeoff(runs: Sequence[tuple[str, Sequence[Result]]]) -> Figure:
             shown[r.policy] = ax.errorbar(
                 median * 1e3,
                 r.temp_bytes / scale,
-                xerr=None if xerr is None else [[v * 1e3 for v in side] for side in xerr],
+                xerr=xerr,
                 fmt=style["marker"],
                 markersize=9,
                 mfc="none",
