@@ -23,7 +23,7 @@ from jax.ad_checkpoint import checkpoint_name
 from examples.display import Table, format_bytes, format_ratio
 from examples.jaxprs import walk
 from examples.measure import MIN_REPEATS, CompiledStats, Timing, compiled_stats, time_call
-from examples.models import Attention, Config, init_inputs, init_params
+from examples.models import Attention, Config, init_inputs, init_params, scan_layers
 from examples.models import named_block as block
 from examples.residuals import Residuals, saved_residuals
 
@@ -43,18 +43,24 @@ def init(cfg: Config) -> tuple[dict[str, jax.Array], jax.Array]:
     return params, init_inputs(cfg).astype(DTYPE)
 
 
-def layer_fn(cfg: Config, policy: Any, attention: Attention = "dot_product_attention"):
+def layer_fn(
+    cfg: Config, policy: Any, attention: Attention = "dot_product_attention"
+) -> Callable[[jax.Array, Any], jax.Array]:
     """One layer's block; checkpointed with ``policy`` unless ``policy`` is :data:`NO_REMAT`."""
-    layer = functools.partial(block, heads=cfg.heads, attention=attention)
+    layer: Callable[[jax.Array, Any], jax.Array] = functools.partial(
+        block, heads=cfg.heads, attention=attention
+    )
     return layer if policy is NO_REMAT else jax.checkpoint(layer, policy=policy, prevent_cse=False)
 
 
-def make_loss(cfg: Config, policy: Any, attention: Attention = "dot_product_attention"):
+def make_loss(
+    cfg: Config, policy: Any, attention: Attention = "dot_product_attention"
+) -> Callable[[Any, jax.Array], jax.Array]:
     """Scan the block over the layers; the loss is the mean square of the output, in float32."""
     layer = layer_fn(cfg, policy, attention)
 
-    def loss(params, x):
-        h, _ = jax.lax.scan(lambda h, p: (layer(h, p), None), x, params)
+    def loss(params: Any, x: jax.Array) -> jax.Array:
+        h = scan_layers(layer, params, x)
         return jnp.mean(h.astype(jnp.float32) ** 2)
 
     return loss
@@ -86,7 +92,10 @@ class Measured:
 
 
 def measure(
-    cfg: Config, labels: Sequence[str] | None = None, repeats: int = MIN_REPEATS, timed=True
+    cfg: Config,
+    labels: Sequence[str] | None = None,
+    repeats: int = MIN_REPEATS,
+    timed: bool = True,
 ) -> dict[str, Measured]:
     """Compile ``jax.value_and_grad`` of the scanned loss for each candidate; time it."""
     params, x = init(cfg)
@@ -116,6 +125,8 @@ class Trade:
 
 def trade(measured: dict[str, Measured], label: str) -> Trade:
     base, none, m = (measured[k].stats for k in ("nothing_saveable", NO_REMAT, label))
+    if base.flops is None or none.flops is None or m.flops is None:
+        raise ValueError(f"the {jax.default_backend()} backend reports no FLOP count")
     recompute = base.flops - none.flops
     return Trade(m.temp_bytes - base.temp_bytes, (base.flops - m.flops) / recompute)
 
@@ -221,9 +232,9 @@ def flash_attention() -> Callable[[jax.Array, jax.Array, jax.Array], jax.Array]:
     return functools.partial(attention.mha, segment_ids=None, sm_scale=scale, interpret=True)
 
 
-def save_custom_vjp_outputs(prim, *_, **__) -> bool:
+def save_custom_vjp_outputs(prim: Any, *_: Any, **__: Any) -> bool:
     """A policy: keep whatever a ``custom_vjp`` function (a fused kernel) returns."""
-    return prim.name == "custom_vjp_call"
+    return bool(prim.name == "custom_vjp_call")
 
 
 #: The shape the kernel is traced at: one sequence of 128 tokens (its block size), 2 heads of 64.
@@ -232,7 +243,8 @@ FLASH_SHAPE = (1, 128, 2, 64)
 
 def flash_inputs() -> tuple[jax.Array, jax.Array, jax.Array]:
     keys = jax.random.split(jax.random.key(3), 3)
-    return tuple(jax.random.normal(k, FLASH_SHAPE, DTYPE) for k in keys)
+    q, k, v = (jax.random.normal(key, FLASH_SHAPE, DTYPE) for key in keys)
+    return q, k, v
 
 
 def flash_loss(policy: Any, name_output: bool = False) -> Callable[..., jax.Array]:
@@ -242,8 +254,8 @@ def flash_loss(policy: Any, name_output: bool = False) -> Callable[..., jax.Arra
     """
     mha = flash_attention()
 
-    def attend(q, k, v):
-        out = mha(q, k, v)
+    def attend(q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
+        out: jax.Array = mha(q, k, v)
         return checkpoint_name(out, "attn_out") if name_output else out
 
     fn = attend if policy is NO_REMAT else jax.checkpoint(attend, policy=policy)

@@ -51,7 +51,7 @@ def memory_table(analysis: Any) -> Table:
 
 def planned_total(analysis: Any) -> int:
     """Arguments, outputs and temporaries, outputs aliased to inputs counted once."""
-    return (
+    return int(
         analysis.argument_size_in_bytes
         + analysis.output_size_in_bytes
         - analysis.alias_size_in_bytes
@@ -120,6 +120,7 @@ def _fields(data: bytes) -> Iterator[tuple[int, int | bytes]]:
     while i < len(data):
         key, i = _varint(data, i)
         number, wire = key >> 3, key & 7
+        value: int | bytes
         if wire == 0:
             value, i = _varint(data, i)
         elif wire == 2:
@@ -131,6 +132,23 @@ def _fields(data: bytes) -> Iterator[tuple[int, int | bytes]]:
         else:
             raise ValueError(f"unsupported protobuf wire type {wire} in a pprof profile")
         yield number, value
+
+
+def _int(value: int | bytes) -> int:
+    if not isinstance(value, int):
+        raise ValueError("a pprof profile field that should be an integer holds bytes")
+    return value
+
+
+def _bytes(value: int | bytes) -> bytes:
+    if isinstance(value, int):
+        raise ValueError("a pprof profile field that should hold bytes is an integer")
+    return value
+
+
+def _message(value: int | bytes) -> dict[int, int | bytes]:
+    """The fields of an embedded message, the last value of each field number."""
+    return dict(_fields(_bytes(value)))
 
 
 def _ints(value: int | bytes) -> list[int]:
@@ -165,40 +183,40 @@ def read_profile(raw: bytes) -> Profile:
     """Decode a device memory profile (gzipped or not) as JAX writes it."""
     data = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
     top = list(_fields(data))
-    strings = [v.decode() for n, v in top if n == 6]  # type: ignore[union-attr]
+    strings = [_bytes(v).decode() for n, v in top if n == 6]
     functions: dict[int, tuple[str, str]] = {}
     locations: dict[int, tuple[int, int]] = {}
     for number, value in top:
         if number == 5:  # Function: id, name, system_name, filename
-            f = dict(_fields(value))  # type: ignore[arg-type]
-            functions[f.get(1, 0)] = (strings[f.get(2, 0)], strings[f.get(4, 0)])
+            f = _message(value)
+            functions[_int(f.get(1, 0))] = (strings[_int(f.get(2, 0))], strings[_int(f.get(4, 0))])
         elif number == 4:  # Location: id, ..., line (function_id, line)
-            loc = dict(_fields(value))  # type: ignore[arg-type]
-            line = dict(_fields(loc[4])) if 4 in loc else {}  # type: ignore[arg-type]
-            locations[loc.get(1, 0)] = (line.get(1, 0), line.get(2, 0))
-    sample_types = []
-    samples = []
+            loc = _message(value)
+            line = _message(loc[4]) if 4 in loc else {}
+            locations[_int(loc.get(1, 0))] = (_int(line.get(1, 0)), _int(line.get(2, 0)))
+    sample_types: list[tuple[str, str]] = []
+    samples: list[Sample] = []
     for number, value in top:
         if number == 1:
-            t = dict(_fields(value))  # type: ignore[arg-type]
-            sample_types.append((strings[t.get(1, 0)], strings[t.get(2, 0)]))
+            t = _message(value)
+            sample_types.append((strings[_int(t.get(1, 0))], strings[_int(t.get(2, 0))]))
         elif number == 2:
             ids: list[int] = []
             values: list[int] = []
             labels: dict[str, str] = {}
-            for n, v in _fields(value):  # type: ignore[arg-type]
+            for n, v in _fields(_bytes(value)):
                 if n == 1:
                     ids += _ints(v)
                 elif n == 2:
                     values += _ints(v)
                 elif n == 3:
-                    label = dict(_fields(v))  # type: ignore[arg-type]
-                    labels[strings[label.get(1, 0)]] = strings[label.get(2, 0)]
-            stack = []
+                    label = _message(v)
+                    labels[strings[_int(label.get(1, 0))]] = strings[_int(label.get(2, 0))]
+            stack: list[tuple[str, str, int]] = []
             for location in ids:
-                function_id, line = locations.get(location, (0, 0))
+                function_id, line_number = locations.get(location, (0, 0))
                 name, file = functions.get(function_id, ("?", "?"))
-                stack.append((name, file, line))
+                stack.append((name, file, line_number))
             samples.append(Sample(values[0], values[1], labels, tuple(stack)))
     return Profile(tuple(sample_types), tuple(samples))
 

@@ -31,29 +31,38 @@ CFG = Config(layers=6, batch=2, seq=128, width=128, heads=4)
 # --- the training step ---------------------------------------------------------------------------
 
 
-def forward(layer: Callable[[jax.Array, Any], jax.Array], params: Any, x: jax.Array, unroll=1):
+def forward(
+    layer: Callable[[jax.Array, Any], jax.Array], params: Any, x: jax.Array, unroll: int = 1
+) -> jax.Array:
     """Apply ``layer(h, layer_params)`` once per layer of the stacked ``params``."""
 
-    def body(h, layer_params):
+    def body(h: jax.Array, layer_params: Any) -> tuple[jax.Array, None]:
         return layer(h, layer_params), None
 
+    h: jax.Array
     h, _ = jax.lax.scan(body, x, params, unroll=unroll)
     return h
 
 
-def make_loss(layer: Callable[[jax.Array, Any], jax.Array], unroll=1):
+def make_loss(
+    layer: Callable[[jax.Array, Any], jax.Array], unroll: int = 1
+) -> Callable[[Any, jax.Array, jax.Array], jax.Array]:
     """``loss(params, x, y)``: mean squared error of the stack's output against ``y``."""
 
-    def loss(params, x, y):
+    def loss(params: Any, x: jax.Array, y: jax.Array) -> jax.Array:
         return jnp.mean((forward(layer, params, x, unroll) - y) ** 2)
 
     return loss
 
 
-def make_train_step(loss: Callable[..., jax.Array], optimizer: optax.GradientTransformation):
+def make_train_step(
+    loss: Callable[..., jax.Array], optimizer: optax.GradientTransformation
+) -> Callable[..., tuple[Any, Any, jax.Array]]:
     """One step of training: the loss and its gradient, then the optimizer's update."""
 
-    def train_step(params, opt_state, x, y):
+    def train_step(
+        params: Any, opt_state: Any, x: jax.Array, y: jax.Array
+    ) -> tuple[Any, Any, jax.Array]:
         value, grads = jax.value_and_grad(loss)(params, x, y)
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, value
@@ -91,14 +100,14 @@ class Setup:
 
 def layer_fn(cfg: Config, setup: Setup) -> Callable[[jax.Array, Any], jax.Array]:
     """The block for one layer, checkpointed if ``setup`` puts the checkpoint there."""
-    layer = functools.partial(block, heads=cfg.heads)
+    layer: Callable[[jax.Array, Any], jax.Array] = functools.partial(block, heads=cfg.heads)
     if setup.where == "scanned block":
         layer = jax.checkpoint(layer, policy=setup.policy, prevent_cse=setup.prevent_cse)
     return layer
 
 
 def loss_fn(cfg: Config, setup: Setup) -> Callable[..., jax.Array]:
-    loss = make_loss(layer_fn(cfg, setup), setup.unroll)
+    loss: Callable[..., jax.Array] = make_loss(layer_fn(cfg, setup), setup.unroll)
     if setup.where == "whole loss":
         loss = jax.checkpoint(loss, policy=setup.policy, prevent_cse=setup.prevent_cse)
     return loss
@@ -173,7 +182,7 @@ def table(
             format_bytes(m.stats.temp_bytes),
             format_ratio(m.stats.temp_bytes, base.temp_bytes),
         ]
-        if flops:
+        if flops and m.stats.flops is not None:
             row += [f"{m.stats.flops / 1e9:.2f} G", format_ratio(m.stats.flops, base.flops)]
         row += [str(m.time) if m.time else "not timed"]
         rows.append(row)
