@@ -207,6 +207,7 @@ def run_cli_here(tmp_path, name: str, timeout: float = 60.0):
         ("sys_exit.py", "runs", "your code called sys.exit(0) (SystemExit) at "),
         ("exit_at_load.py", "load", "your code called sys.exit(0) (SystemExit) at "),
         ("os_exit.py", "runs", "it exited with status 0, as os._exit() or a crash"),
+        ("os_exit_at_load.py", "load", "(during the load check): it exited with status 3"),
         ("killed.py", "runs", "it was killed by SIGKILL"),
         ("keyboard_interrupt.py", "runs", "your code raised KeyboardInterrupt at "),
         ("config_x64.py", "config", "jax_enable_x64 False -> True"),
@@ -223,6 +224,20 @@ def test_hostile_solutions_fail_with_one_line_naming_what_they_did(tmp_path, nam
     assert reason in line, out
     assert lines[-1].endswith("checks passed."), out
     assert not lines[-1].startswith(f"{TOTAL} of"), out
+
+
+def test_a_checker_that_cannot_start_says_so_and_blames_no_solution(tmp_path, monkeypatch):
+    monkeypatch.setenv("JAX_PLATFORMS", "no_such_platform")
+    lines: list[str] = []
+    shutil.copy(SOLUTIONS / "checkpoint_dot_policy" / "right.py", tmp_path / "right.py")
+    status = check_file("checkpoint_dot_policy", str(tmp_path / "right.py"), 1, out=lines.append)
+    assert status == 1
+    (line,) = [text for text in lines if text.startswith("FAIL")]
+    assert line.startswith("FAIL  setup      the checking process exited with status 1 before "), (
+        line
+    )
+    assert "no_such_platform" in line
+    assert not any(text.startswith("What your code printed") for text in lines)
 
 
 @pytest.mark.slow

@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import signal
 import sys
 import threading
@@ -41,6 +42,7 @@ from examples.problems import problem_names
 from examples.problems._process import (
     DEFAULT_MEMORY_MIB,
     DEFAULT_TIMEOUT,
+    SETUP_LIMIT,
     Outcome,
     Tally,
     ended_how,
@@ -77,6 +79,22 @@ def _reason_unfinished(outcome: Outcome, tally: Tally, timeout: float, memory: i
         f"your code ended the process that ran it ({during}): it {how}, as os._exit() or a crash "
         "in native code does, so the checks could not finish"
     )
+
+
+def _last_error(text: str) -> str:
+    """The exception line of a traceback in ``text`` (else its last line), paths scrubbed."""
+    from examples.paths import scrub_paths
+
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    errors = [line for line in lines if re.match(r"[A-Za-z_][\w.]*(Error|Exception)\b", line)]
+    found = (errors or lines or ["(it printed nothing)"])[-1]
+    return scrub_paths(found if len(found) <= 300 else found[:297] + "...")
+
+
+def _ended(outcome: Outcome) -> str:
+    if outcome.stopped == "time":
+        return f"was still starting after {SETUP_LIMIT:g} s"
+    return ended_how(outcome.returncode if outcome.returncode is not None else -9)
 
 
 def _show_output(text: str, out: Out) -> None:
@@ -117,13 +135,12 @@ def check_file(
     tally = Tally(out)
     outcome = run_child(problem, file, seed, tally, timeout, memory_limit_mib, kernel_limit)
     finished = tally.done and outcome.stopped is None
-    if not tally.results and not finished and outcome.stopped is None:
+    if not tally.ready and outcome.stopped != "memory":
         # It failed before any learner code ran: the checker's own trouble, not the solution's.
-        last = (outcome.setup_output.strip().splitlines() or ["(no output)"])[-1]
+        last = _last_error(outcome.setup_output)
         tally.fail_unfinished(
             "setup",
-            f"the checking process {ended_how(outcome.returncode or 0)} before loading your "
-            f"file: {last}",
+            f"the checking process {_ended(outcome)} before loading your file: {last}",
         )
     elif not finished:
         check = tally.current or CONFIG_CHECK

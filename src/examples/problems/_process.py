@@ -56,10 +56,12 @@ class Tally:
         self.results: dict[str, bool] = {}
         self.current: str | None = None
         self.done = False
+        self.ready = False  #: the child got as far as loading the learner's file
 
     def event(self, event: dict[str, Any]) -> None:
         kind = event.get("event")
         if kind == "ready":
+            self.ready = True
             self.expected = list(event["checks"])
         elif kind == "begin":
             self.current = str(event["check"])
@@ -207,6 +209,8 @@ def run_child(
                 _kill(proc)  # whatever it left running
         outcome.returncode = proc.returncode
         data = output_path.read_bytes()
+        if not tally.ready:  # all of it is the checker's own output
+            offset = len(data)
         outcome.setup_output = data[:offset].decode("utf-8", "replace")
         outcome.output = data[offset:].decode("utf-8", "replace")
     return outcome
