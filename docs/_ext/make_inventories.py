@@ -129,6 +129,7 @@ def flax_objects() -> list[tuple[str, str, str]]:
         ("flax.nnx.Module", "py:class", "api_reference/flax.nnx/module.html#flax.nnx.Module"),
         ("flax.nnx.Linear", "py:class", "api_reference/flax.nnx/nn/linear.html#flax.nnx.Linear"),
         ("flax.nnx.Rngs", "py:class", "api_reference/flax.nnx/rnglib.html#flax.nnx.Rngs"),
+        ("flax.nnx.split", "py:function", "api_reference/flax.nnx/graph.html#flax.nnx.split"),
     ]
     return objects
 
