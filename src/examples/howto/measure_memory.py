@@ -257,7 +257,9 @@ def too_big(x: jax.Array) -> jax.Array:
 #: The input of :func:`too_big`: 32 MiB of float32, harmless on its own.
 TOO_BIG_LENGTH = 2**23
 
-_OOM = re.compile(r"RESOURCE_EXHAUSTED: Out of memory (?:while trying to )?allocat\w* (\d+) bytes")
+_OOM = re.compile(
+    r"RESOURCE_EXHAUSTED: Out of memory (?:while trying to )?(?:allocate|allocating) (\d+) bytes"
+)
 
 
 def oom_bytes(message: str) -> int | None:
