@@ -13,6 +13,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from numpy.typing import ArrayLike
 
 from examples.measure import CompiledStats, compiled_stats
 from examples.models import rms_norm, scan_loss
@@ -36,7 +37,7 @@ def checkpoint_dot_policy(w1: jax.Array, w2: jax.Array, x: jax.Array) -> jax.Arr
 
 
 def reference_f64(
-    w1: np.ndarray, w2: np.ndarray, x: np.ndarray
+    w1: ArrayLike, w2: ArrayLike, x: ArrayLike
 ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """The value and its gradients with respect to (w1, w2, x), derived by hand, in float64.
 
@@ -50,7 +51,7 @@ def reference_f64(
     y = a @ w2
     dy = 2.0 * y
     dh = (dy @ w2.T) * (h > 0)
-    return np.sum(y**2), (x.T @ dh, a.T @ dy, dh @ w1.T)
+    return np.asarray(np.sum(y**2)), (x.T @ dh, a.T @ dy, dh @ w1.T)
 
 
 # -- inputs ----------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
+from numpy.typing import ArrayLike
 
 from examples.measure import CompiledStats, compiled_stats
 from examples.problems._spec import Case, Problem, away_from_kinks, normal
@@ -60,7 +61,7 @@ def reference_params(seed: int, x: jax.Array, features: int) -> dict[str, np.nda
 
 
 def reference_f64(
-    p: dict[str, np.ndarray], x: np.ndarray, cotangent: np.ndarray
+    p: dict[str, np.ndarray], x: ArrayLike, cotangent: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(output, gradient of ``sum(cotangent * output)`` with respect to x, pre-activation).
 

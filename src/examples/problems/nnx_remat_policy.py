@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
+from numpy.typing import ArrayLike
 
 from examples.measure import CompiledStats, compiled_stats
 from examples.problems._spec import Case, Problem, away_from_kinks, normal
@@ -60,7 +61,7 @@ def reference_params(seed: float, features: float) -> dict[str, np.ndarray]:
 
 
 def reference_f64(
-    p: dict[str, np.ndarray], x: np.ndarray, cotangent: np.ndarray
+    p: dict[str, np.ndarray], x: ArrayLike, cotangent: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
     """(output, gradient of ``sum(cotangent * output)`` w.r.t. x, the two pre-activations).
 
