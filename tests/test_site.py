@@ -25,7 +25,7 @@ TEXT_SUFFIXES = {".html", ".js", ".css", ".txt", ".ipynb", ".md", ".xml", ".json
 
 def _load_make_inventories():
     spec = importlib.util.spec_from_file_location(
-        "make_inventories", ROOT / "docs" / "_ext" / "make_inventories.py"
+        "make_inventories", ROOT / "docs" / "_tools" / "make_inventories.py"
     )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -70,9 +70,9 @@ def test_committed_inventories_match_their_list(tmp_path):
     module.write(tmp_path)
     for stem in module.INVENTORIES:
         committed, fresh = INVENTORIES / f"{stem}.inv", tmp_path / f"{stem}.inv"
-        assert committed.is_file(), f"{committed} is missing: run docs/_ext/make_inventories.py"
+        assert committed.is_file(), f"{committed} is missing: run docs/_tools/make_inventories.py"
         assert _read_inventory(committed) == _read_inventory(fresh), (
-            f"{committed} is out of date: run docs/_ext/make_inventories.py"
+            f"{committed} is out of date: run docs/_tools/make_inventories.py"
         )
 
 
@@ -82,7 +82,7 @@ def test_every_checkpoint_policy_of_the_installed_jax_has_a_link():
     public = {n for n in dir(jax.checkpoint_policies) if not n.startswith("_")}
     _, entries = _read_inventory(INVENTORIES / "jax.inv")
     listed = {n.removeprefix("jax.checkpoint_policies.") for n in entries}
-    assert public - listed == set(), "add these policies to docs/_ext/make_inventories.py"
+    assert public - listed == set(), "add these policies to docs/_tools/make_inventories.py"
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ through :mod:`sphinx.ext.intersphinx`. Fetching the real inventories would need 
 build time, so the few names the guide uses are listed here, with the page each one lives on, and
 written as inventories into ``docs/_inventories/`` (committed). Run after editing the lists:
 
-    .venv/bin/python docs/_ext/make_inventories.py
+    .venv/bin/python docs/_tools/make_inventories.py
 
 ``tests/test_site.py`` checks that the committed files match these lists. Each URL follows the
 upstream layout: JAX's API pages are ``_autosummary/<name>.html`` on https://docs.jax.dev, Flax

@@ -1,6 +1,6 @@
 """Render the site's raster images from its own SVG logo (run by hand; the PNGs are committed).
 
-    .venv/bin/python docs/_ext/make_images.py
+    .venv/bin/python docs/_tools/make_images.py
 
 Writes into docs/_static/: ``favicon.ico`` (16, 32 and 48 px, for browsers that ask for
 /favicon.ico or cannot show an SVG icon) and ``social-card.png`` (1200 x 630, the Open Graph
