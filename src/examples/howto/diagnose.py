@@ -426,7 +426,9 @@ def _residual_findings(
         return  # nothing to choose: every policy keeps the same here
     if kept_key == everything_key:
         message = "it keeps exactly what the function keeps without a checkpoint (what "
-        message += f"everything_saveable keeps): {kept.excluding_arguments().summary()}. The "
+        computed = kept.excluding_arguments()
+        message += f"everything_saveable keeps): {len(computed)} values, "
+        message += f"{format_bytes(computed.nbytes)}, besides the inputs. The "
         message += "checkpoint saves no memory and can cost time"
         if _factory(policy) == "save_anything_except_these_names":
             message += "; save_anything_except_these_names ignores its names in this JAX (its "
