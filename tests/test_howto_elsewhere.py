@@ -133,3 +133,18 @@ def test_everything_saveable_keeps_the_arrays_no_checkpoint_keeps():
     everything, plain = el.everything_vs_no_checkpoint(CFG)
     assert el.arrays(everything) == el.arrays(plain)
     assert everything.nbytes > 0
+
+
+def test_a_recomputed_random_draw_is_the_forward_draw():
+    """The page says a JAX random function is a pure function of its key, so a checkpoint's
+    recompute draws the same numbers: the gradient through a random mask is the same with and
+    without the checkpoint, and equals the mask itself."""
+    key, x = jax.random.key(0), jnp.linspace(-1.0, 1.0, 64)
+
+    def masked(x, key):
+        return jnp.sum(x * jax.random.bernoulli(key, 0.5, x.shape))
+
+    plain = jax.grad(masked)(x, key)
+    remat = jax.grad(jax.checkpoint(masked))(x, key)
+    np.testing.assert_array_equal(remat, plain)
+    np.testing.assert_array_equal(plain, jax.random.bernoulli(key, 0.5, x.shape).astype(x.dtype))

@@ -73,8 +73,8 @@ class Preset:
         return f"save_only_these_names({', '.join(repr(n) for n in self.saved)})"
 
 
-#: MaxText's presets, from most memory and least recompute to least memory, in the order of its
-#: ``base.yml`` comment; ``custom`` (names from the config) is left out.
+#: MaxText's presets, in the order of the comment on ``remat_policy`` in its ``base.yml``;
+#: ``custom`` (names from the config) is left out.
 MAXTEXT_PRESETS = {
     p.name: p
     for p in [
