@@ -39,6 +39,7 @@ POLICIES = [
 #: Policies without a page of their own upstream: they link to JAX's remat tutorial instead.
 _UNDOCUMENTED_POLICIES = {"save_anything_except_these_names", "save_from_both_policies"}
 _JAX_TUTORIAL = "gradient-checkpointing.html"
+_ERRORS = "errors.html"
 
 
 def _autosummary(name: str) -> str:
@@ -89,6 +90,12 @@ def jax_objects() -> list[tuple[str, str, str]]:
             "jax.stages.Compiled.cost_analysis",
             "py:method",
             "jax.stages.html#jax.stages.Compiled.cost_analysis",
+        ),
+        # The symptom-to-fix guide (howto/when-remat-goes-wrong): the errors a static argument
+        # raises when it is traced.
+        *(
+            (f"jax.errors.{name}", "py:class", f"{_ERRORS}#jax.errors.{name}")
+            for name in ("ConcretizationTypeError", "TracerBoolConversionError")
         ),
     ]
     for name in [
