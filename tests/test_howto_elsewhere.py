@@ -148,3 +148,21 @@ def test_a_recomputed_random_draw_is_the_forward_draw():
     remat = jax.grad(jax.checkpoint(masked))(x, key)
     np.testing.assert_array_equal(remat, plain)
     np.testing.assert_array_equal(plain, jax.random.bernoulli(key, 0.5, x.shape).astype(x.dtype))
+
+
+def test_the_named_block_names_each_projection_after_what_it_is():
+    """query_proj tags the queries, key_proj the keys, value_proj the values (as in MaxText)."""
+    cfg = models.Config(layers=1, batch=1, seq=4, width=8, heads=2)
+    params, x = models.init_params(cfg), models.init_inputs(cfg)
+    one = {k: v[0] for k, v in params.items()}
+    jaxpr = jax.make_jaxpr(lambda h: el.named_block(h, one, cfg.heads))(x).jaxpr
+    names = {}
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "name":
+            names[eqn.params["name"]] = eqn.invars[0]
+    # Follow each named value back to the split: q, k, v are its outputs in that order.
+    (split,) = [e for e in jaxpr.eqns if e.primitive.name == "split"]
+    q, k, v = split.outvars
+    assert names["query_proj"] is q
+    assert names["key_proj"] is k
+    assert names["value_proj"] is v

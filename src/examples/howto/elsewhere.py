@@ -102,7 +102,11 @@ def named_block(h: jax.Array, p: dict[str, jax.Array], heads: int) -> jax.Array:
     """
     b, s, d = h.shape
     q, k, v = jnp.split(rms_norm(h) @ p["wqkv"], 3, axis=-1)
-    q, k, v = (checkpoint_name(t, n) for t, n in zip((q, k, v), _QKV, strict=False))
+    q, k, v = (
+        checkpoint_name(q, "query_proj"),
+        checkpoint_name(k, "key_proj"),
+        checkpoint_name(v, "value_proj"),
+    )
     q, k, v = (t.reshape(b, s, heads, d // heads) for t in (q, k, v))
     logits = jnp.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(d // heads)
     attended = jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(logits, axis=-1), v)
