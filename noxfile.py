@@ -10,7 +10,7 @@
     nox -s tests-cuda           pytest on JAX's CUDA wheels; stops at once when no GPU is visible
     nox -s tests-installed      pytest in the current environment, installing nothing
     nox -s browser              the built site in Chromium (after `nox -s docs`)
-    nox -s notebooks            run the built site's notebooks outside the repository, from its wheel
+    nox -s notebooks            the built site's notebooks, run outside the repository
     nox -s check -- PROBLEM FILE   check a solution to one of the site's problems
     nox -s serve                live rebuild on http://127.0.0.1:8000 while writing
     nox -s lint                 the pre-commit hooks (ruff, codespell, zizmor, ...) and mypy
@@ -220,7 +220,9 @@ def notebooks(session: nox.Session) -> None:
     install(session, *NOTEBOOK_RUNTIME, project=False)
     # A clean start: what an earlier run's setup cell installed goes, so that this run's first
     # notebook installs the package again, from this build's wheel.
-    session.run("python", "-m", "pip", "uninstall", "--yes", "--quiet", PYPROJECT["project"]["name"])
+    session.run(
+        "python", "-m", "pip", "uninstall", "--yes", "--quiet", PYPROJECT["project"]["name"]
+    )
     runner = ROOT / "docs" / "_ext" / "run_notebooks.py"
     session.run("python", str(runner), str(HTML), *session.posargs)
 

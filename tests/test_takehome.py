@@ -14,6 +14,7 @@ Tests of the built site read REMAT_GUIDE_HTML (default _build/html) and skip whe
 from __future__ import annotations
 
 import ast
+import html
 import importlib.util
 import json
 import os
@@ -34,7 +35,8 @@ DOCS = ROOT / "docs"
 
 def _load(name: str) -> types.ModuleType:
     spec = importlib.util.spec_from_file_location(name, EXT / f"{name}.py")
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
@@ -66,6 +68,9 @@ def _pyproject() -> dict:
     return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 
 
+DIST = _pyproject()["project"]["name"]
+
+
 # --- The wheel ----------------------------------------------------------------------------------
 
 
@@ -83,9 +88,7 @@ def test_wheel_name_and_url_follow_pyproject(take_home):
 def built_wheels(take_home, tmp_path_factory) -> list[Path]:
     """The project's wheel, built twice into separate folders."""
     pytest.importorskip("hatchling", reason="building the wheel needs hatchling")
-    return [
-        take_home.build_wheel(ROOT, tmp_path_factory.mktemp(f"wheel{i}")) for i in range(2)
-    ]
+    return [take_home.build_wheel(ROOT, tmp_path_factory.mktemp(f"wheel{i}")) for i in range(2)]
 
 
 def test_two_wheel_builds_are_identical(built_wheels):
@@ -120,7 +123,9 @@ def test_a_missing_build_backend_is_named(take_home, tmp_path, monkeypatch):
     blocker = tmp_path / "blocker"
     blocker.mkdir()
     (blocker / "hatchling").mkdir()
-    (blocker / "hatchling" / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'hatchling'\")\n")
+    (blocker / "hatchling" / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'hatchling'\")\n"
+    )
     monkeypatch.setenv("PYTHONPATH", str(blocker))
     with pytest.raises(ExtensionError, match=r"pip install hatchling"):
         take_home.build_wheel(ROOT, tmp_path / "out")
@@ -140,7 +145,10 @@ def test_the_wheel_installs_into_a_fresh_environment(built_wheels, tmp_path):
         check=False,
     )
     assert install.returncode == 0, install.stdout + install.stderr
-    probe = "import examples, importlib.metadata as m; print(examples.__file__); print(m.version('jax-remat-guide-examples'))"
+    probe = (
+        "import examples, importlib.metadata as m; print(examples.__file__); "
+        f"print(m.version({DIST!r}))"
+    )
     shown = subprocess.run(
         [str(python), "-I", "-c", probe], capture_output=True, text=True, cwd=tmp_path, check=True
     ).stdout.splitlines()
@@ -162,12 +170,17 @@ def test_setup_cell_names_the_wheel_and_comes_first_once(take_home):
     assert f'"{take_home.wheel_url(BASE, ROOT)}"' in source
     assert f'RELEASE = "{_pyproject()["project"]["version"]}"' in source
     assert '%pip install --quiet "{WHEEL}" matplotlib' in source
-    notebook = {"cells": [{"cell_type": "code", "id": "cell-0"}, {"cell_type": "markdown", "id": "cell-1"}]}
+    notebook = {
+        "cells": [{"cell_type": "code", "id": "cell-0"}, {"cell_type": "markdown", "id": "cell-1"}]
+    }
     once = take_home.with_setup_cell(app, notebook)
     twice = take_home.with_setup_cell(app, once)
     assert [c["id"] for c in once["cells"]] == [take_home.SETUP_ID, "cell-0", "cell-1"]
     assert twice == once
-    assert take_home.install_command(app) == f'pip install "{take_home.wheel_url(BASE, ROOT)}" matplotlib'
+    assert (
+        take_home.install_command(app)
+        == f'pip install "{take_home.wheel_url(BASE, ROOT)}" matplotlib'
+    )
 
 
 #: Runs a setup cell in IPython with the `pip` magic replaced by a recorder, where the modules
@@ -211,7 +224,6 @@ SHELL = textwrap.dedent(
     print(json.dumps({"ok": ok, "after": after, "pip": calls, "standin": standin, "shown": shown}))
     """
 )
-DIST = _pyproject()["project"]["name"]
 
 
 def _run_setup_cell(
@@ -242,7 +254,8 @@ def _run_setup_cell(
     )
     assert result.returncode == 0, result.stderr[-3000:]
     seen = json.loads(result.stdout.strip().splitlines()[-1])
-    assert seen["ok"] and seen["after"], seen
+    assert seen["ok"], seen
+    assert seen["after"], seen
     return seen
 
 
@@ -309,7 +322,9 @@ def test_setup_cell_stands_in_for_glue_without_myst_nb(take_home, tmp_path, ipyt
 def _notebook(cells: list[dict], setup: dict | None) -> dict:
     return {
         "cells": ([setup] if setup else []) + cells,
-        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+        "metadata": {
+            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}
+        },
         "nbformat": 4,
         "nbformat_minor": 5,
     }
@@ -338,7 +353,13 @@ def _fake_site(tmp_path: Path, notebooks: dict[str, dict], wheels: int = 1) -> P
     return site
 
 
-SETUP = {"cell_type": "code", "id": "remat-guide-setup", "metadata": {}, "outputs": [], "source": "pass"}
+SETUP = {
+    "cell_type": "code",
+    "id": "remat-guide-setup",
+    "metadata": {},
+    "outputs": [],
+    "source": "pass",
+}
 
 
 def test_runner_finds_the_notebooks_and_the_one_wheel(runner, tmp_path):
@@ -386,7 +407,9 @@ def test_runner_environment_leaves_the_repository_out(runner, tmp_path, monkeypa
     assert runner.outside_repository(tmp_path)
     assert not runner.outside_repository(ROOT / "docs")
     runner.write_kernelspec(tmp_path / "jupyter")
-    spec = json.loads((tmp_path / "jupyter" / "kernels" / runner.KERNEL / "kernel.json").read_text())
+    spec = json.loads(
+        (tmp_path / "jupyter" / "kernels" / runner.KERNEL / "kernel.json").read_text()
+    )
     assert spec["argv"][:3] == [sys.executable, "-m", "ipykernel_launcher"]
 
 
@@ -427,7 +450,14 @@ def test_runner_runs_notebooks_and_reports_the_one_that_fails(runner, take_home,
     )
     keep = tmp_path / "kept"
     result = subprocess.run(
-        [sys.executable, str(EXT / "run_notebooks.py"), str(site), "--allow-installed", "--keep", str(keep)],
+        [
+            sys.executable,
+            str(EXT / "run_notebooks.py"),
+            str(site),
+            "--allow-installed",
+            "--keep",
+            str(keep),
+        ],
         capture_output=True,
         text=True,
         timeout=600,
@@ -438,7 +468,7 @@ def test_runner_runs_notebooks_and_reports_the_one_that_fails(runner, take_home,
     assert "bad.ipynb: FAILED" in out
     assert "ValueError: boom from the notebook" in out
     assert "good.ipynb: ok" in out
-    assert "2 notebooks in" in out and "1 ran, 1 failed" in out
+    assert re.search(r"^2 notebooks in \d+ s: 1 ran, 1 failed$", out, re.M), out
     # Each notebook ran in its own folder outside the repository; nothing was written here.
     assert (keep / "02-good" / "hello.txt").is_file()
     assert not (ROOT / "hello.txt").exists()
@@ -475,11 +505,12 @@ def repository_reads(page: Path) -> set[str]:
         except SyntaxError:
             continue
         for node in ast.walk(tree):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str):
-                text = node.value
-                if text and text.strip(". /") and "\n" not in text and len(text) < 200:
-                    if (page.parent / text).exists():
-                        found.add(text)
+            if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+                continue
+            text = node.value
+            plausible = text.strip(". /") and "\n" not in text and len(text) < 200
+            if plausible and (page.parent / text).exists():
+                found.add(text)
     return found
 
 
@@ -492,9 +523,7 @@ def test_the_finder_sees_a_path_beside_a_page(tmp_path):
 
 def test_pages_that_read_files_beside_their_source_are_known():
     pages = [p for p in DOCS.rglob("*.md") if not p.relative_to(DOCS).as_posix().startswith("_")]
-    found = {
-        p.relative_to(DOCS).as_posix(): reads for p in pages if (reads := repository_reads(p))
-    }
+    found = {p.relative_to(DOCS).as_posix(): reads for p in pages if (reads := repository_reads(p))}
     assert found == REPOSITORY_READS
 
 
@@ -553,12 +582,20 @@ def test_every_page_with_a_banner_shows_the_install_command_after_it(take_home):
     command = take_home.install_command(_app(_site_url(site)))
     for page in _banner_pages(site):
         text = page.read_text(encoding="utf-8")
-        note = text.find('class="admonition note remat-run-yourself"')
-        assert note > text.find("tag_runinfo") > 0, page.name
-        assert text.count("remat-run-yourself") == 1, page.name
-        shown = re.sub(r"<[^>]+>", "", text[note : text.find("</pre>", note)])
+        notes = [m.start() for m in re.finditer(r'<div class="[^"]*\bremat-run-yourself\b', text)]
+        assert len(notes) == 1, page.name
+        banner = text.find("tag_runinfo")
+        # Right after the banner: no other cell, heading or prose between them.
+        between = text[banner : notes[0]]
+        assert banner > 0, page.name
+        assert 'class="cell ' not in between, page.name
+        assert not re.search(r"<(h\d|section)\b", between), page.name
+        shown = html.unescape(
+            re.sub(r"<[^>]+>", "", text[notes[0] : text.find("</pre>", notes[0])])
+        )
         assert take_home.NOTE_TITLE in shown
-        assert command.replace('"', "&quot;") in shown or command in shown, page.name
+        assert take_home.NOTE_TEXT.replace("`", "") in " ".join(shown.split())
+        assert command in shown, page.name
 
 
 def test_binder_buttons_open_the_pages_source_and_colab_is_left_out():

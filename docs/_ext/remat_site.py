@@ -15,10 +15,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import take_home
 from docutils import nodes
 from sphinx.application import Sphinx
 
-import take_home
 from examples.paths import scrub_paths
 
 

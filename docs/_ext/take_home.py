@@ -115,7 +115,7 @@ def install_command(app: Sphinx) -> str:
     return f'pip install "{wheel_url(_base_url(app), app.confdir)}" matplotlib'
 
 
-SETUP_SOURCE = '''\
+SETUP_SOURCE = """\
 # Setup: this page runs code from the JAX Remat Guide's package, `examples`. Where that package
 # (this release) and matplotlib are missing, this cell installs them from the guide's site, with
 # JAX and Flax; where they are importable already (in a clone of the guide's repository, say), it
@@ -141,6 +141,7 @@ def guide_package_ready():
 
 
 if not guide_package_ready() or importlib.util.find_spec("matplotlib") is None:
+    # pip's note about restarting the kernel does not apply here: nothing has imported them yet.
     %pip install --quiet "{{WHEEL}}" matplotlib
     importlib.invalidate_caches()
 
@@ -152,7 +153,7 @@ if importlib.util.find_spec("myst_nb") is None:
     _myst_nb = types.ModuleType("myst_nb")
     _myst_nb.glue = lambda name, value, display=True: _show(value) if display else None
     sys.modules["myst_nb"] = _myst_nb
-'''
+"""
 
 
 def setup_cell(app: Sphinx) -> dict[str, Any]:
@@ -181,11 +182,21 @@ def with_setup_cell(app: Sphinx, notebook: dict[str, Any]) -> dict[str, Any]:
 
 
 NOTE_TITLE = "Run this page yourself"
+#: The note's text; `backticks` mark code.
 NOTE_TEXT = (
-    "The notebook in the download menu (.ipynb) runs anywhere with Python 3.11 or newer: its "
-    "first cell installs the guide's code (the package examples, with JAX and Flax) from this "
-    "site. The same, in a terminal, for an environment of your own:"
+    "The notebook in the download menu (`.ipynb`) runs anywhere with Python 3.11 or newer: its "
+    "first cell installs the guide's code, the package `examples` with JAX and Flax, from this "
+    "site. To install the same into an environment of your own:"
 )
+
+
+def _paragraph(text: str) -> nodes.paragraph:
+    """A paragraph of ``text``, its `backticked` parts as inline code."""
+    paragraph = nodes.paragraph()
+    for number, part in enumerate(text.split("`")):
+        if part:
+            paragraph += nodes.literal(part, part) if number % 2 else nodes.Text(part)
+    return paragraph
 
 
 def add_note(app: Sphinx, doctree: nodes.document, docname: str) -> None:
@@ -209,12 +220,26 @@ def add_note(app: Sphinx, doctree: nodes.document, docname: str) -> None:
     command = install_command(app)
     note = nodes.admonition("", classes=["note", "remat-run-yourself"])
     note += nodes.title(NOTE_TITLE, NOTE_TITLE)
-    note += nodes.paragraph(NOTE_TEXT, NOTE_TEXT)
+    note += _paragraph(NOTE_TEXT)
     note += nodes.literal_block(command, command, language="bash")
     banner.parent.insert(banner.parent.index(banner) + 1, note)
 
 
+def record_wheel_url(app: Sphinx, config: Any) -> None:
+    """Keep the wheel's address as a configuration value (``config-inited``).
+
+    Its rebuild category is "html": when the address changes (another version in
+    pyproject.toml, another site address), Sphinx writes every page again, and with it every
+    notebook's setup cell and every note, instead of leaving pages that name a wheel no longer
+    served.
+    """
+    if config.html_baseurl:
+        config.remat_wheel_url = wheel_url(config.html_baseurl, app.confdir)
+
+
 def setup(app: Sphinx) -> dict[str, object]:
+    app.add_config_value("remat_wheel_url", "", "html", types=[str])
+    app.connect("config-inited", record_wheel_url)
     app.connect("builder-inited", serve_wheel)
     app.connect("doctree-resolved", add_note)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
