@@ -26,6 +26,7 @@ extensions = [
     "sphinxext.opengraph",
     "notfound.extension",
     "remat_site",
+    "take_home",
     "offline_mathjax",
 ]
 
@@ -129,6 +130,16 @@ html_theme_options = {
     "show_toc_level": 2,
     "navigation_with_keys": False,
 }
+# Launch buttons (the rocket in a notebook page's header). Binder opens the page's MyST source in
+# JupyterLab, in an environment built from binder/ (the package, matplotlib, myst-nb for glue and
+# jupytext, which opens the .md file as a notebook); it needs the repository on GitHub. No Colab
+# button: the theme's links to the .md file on GitHub, which Colab cannot open. A page's notebook
+# runs in Colab when uploaded there (download menu, .ipynb): its first cell installs the package.
+if urllib.parse.urlsplit(REPOSITORY_URL).netloc == "github.com":
+    html_theme_options["launch_buttons"] = {
+        "binderhub_url": "https://mybinder.org",
+        "notebook_interface": "jupyterlab",
+    }
 html_last_updated_fmt = None
 html_copy_source = True
 

@@ -10,6 +10,7 @@
     nox -s tests-cuda           pytest on JAX's CUDA wheels; stops at once when no GPU is visible
     nox -s tests-installed      pytest in the current environment, installing nothing
     nox -s browser              the built site in Chromium (after `nox -s docs`)
+    nox -s notebooks            the built site's notebooks, run outside the repository
     nox -s check -- PROBLEM FILE   check a solution to one of the site's problems
     nox -s serve                live rebuild on http://127.0.0.1:8000 while writing
     nox -s lint                 the pre-commit hooks (ruff, codespell, zizmor, ...) and mypy
@@ -157,7 +158,9 @@ def _sphinx_paths(session: nox.Session) -> list[str]:
 def docs(session: nox.Session) -> None:
     """Build the site into _build/html, executing every cell; warnings are errors.
 
-    Extra arguments go to sphinx-build (e.g. `nox -s docs -- -E` to re-read every page).
+    The build also makes the project's wheel (hatchling) and serves it at
+    _static/wheels/NAME-VERSION-py3-none-any.whl; each page's notebook installs it. Extra
+    arguments go to sphinx-build (e.g. `nox -s docs -- -E` to re-read every page).
     """
     install(session, *_group("docs"))
     session.run("sphinx-build", "-b", "html", "-W", "--keep-going", "-n", *_sphinx_paths(session))
@@ -185,6 +188,40 @@ def browser(session: nox.Session) -> None:
     # Only the browser tests' file: the others import JAX, which this environment does not have.
     tests = str(ROOT / "tests" / "test_browser.py")
     session.run("python", "-m", "pytest", tests, "-m", "browser", *session.posargs)
+
+
+#: What a reader's environment has in the notebooks session: the package's own dependencies
+#: (JAX, Flax, NumPy), matplotlib for the figures, pip for the setup cell's `%pip install`, and
+#: the notebook runner. Not the package itself: the first notebook's setup cell installs it.
+NOTEBOOK_RUNTIME = [
+    *PYPROJECT["project"]["dependencies"],
+    *(r for r in _group("docs") if r.startswith("matplotlib")),
+    "pip",
+    "nbclient>=0.10",
+    "ipykernel>=6.29",
+]
+
+
+@nox.session(default=False)
+def notebooks(session: nox.Session) -> None:
+    """Run every notebook of the built site outside the repository, installing from its wheel.
+
+    Takes _build/html/_sources/**/*.ipynb and the wheel under _build/html/_static/wheels/ (run
+    `nox -s docs` first) and executes each notebook alone in a temporary folder, in an
+    environment with JAX, Flax, matplotlib and the runner only. REMAT_GUIDE_WHEEL points the
+    setup cells at the wheel file: the first notebook installs the package from it, the others
+    find it installed. `-- --only 'tutorial/*'` runs some pages only (docs/_tools/run_notebooks.py).
+    """
+    if not (HTML / "_sources").is_dir():
+        session.error(f"no built site at {HTML}; run `nox -s docs` first")
+    install(session, *NOTEBOOK_RUNTIME, project=False)
+    # A clean start: what an earlier run's setup cell installed goes, so that this run's first
+    # notebook installs the package again, from this build's wheel.
+    session.run(
+        "python", "-m", "pip", "uninstall", "--yes", "--quiet", PYPROJECT["project"]["name"]
+    )
+    runner = ROOT / "docs" / "_tools" / "run_notebooks.py"
+    session.run("python", str(runner), str(HTML), *session.posargs)
 
 
 @nox.session(default=False)
