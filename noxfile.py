@@ -254,14 +254,15 @@ def offload_record(session: nox.Session) -> None:
 
     Runs `python -m examples.howto.offload` in the current environment, installing nothing (a GPU
     box without network has JAX and its CUDA plugin already), with JAX held to the GPU. The file
-    goes under docs/howto/data/, is never overwritten, and the how-to page renders it.
+    goes under src/examples/data/offload/, is never overwritten, and the how-to page renders it.
     """
     gpus = visible_gpus()
     if not gpus:
         session.error("offload-record needs an NVIDIA GPU, and `nvidia-smi -L` lists none here")
     if "--out" not in session.posargs:
         session.error(
-            "name the file to write: nox -s offload-record -- --out docs/howto/data/MY-GPU.json"
+            "name the file to write: "
+            "nox -s offload-record -- --out src/examples/data/offload/MY-GPU.json"
         )
     session.log("GPUs: " + "; ".join(gpus))
     session.run(

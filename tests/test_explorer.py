@@ -5,7 +5,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import json
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -23,7 +22,7 @@ from examples.residuals import saved_residuals
 from examples.runinfo import collect
 
 TINY = SIZES["tiny"]
-DATA = Path(__file__).resolve().parent.parent / "docs" / "explorer" / "data"
+DATA = e.RUNS
 P = jax.checkpoint_policies
 
 

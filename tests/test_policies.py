@@ -331,9 +331,7 @@ def test_committed_gpu_run_shows_everything_saveable_costing_more():
 
 
 def policies_data():
-    from pathlib import Path
-
-    return Path(__file__).resolve().parent.parent / "docs" / "explorer" / "data"
+    return explorer.RUNS
 
 
 # --- on a GPU, offloaded residuals really go to pinned host memory ------------------------

@@ -326,7 +326,7 @@ def test_the_page_renders_gpu_runs_or_says_there_is_none(stages):
 
 
 def test_committed_runs_load(tmp_path):
-    data = ROOT / "docs" / "howto" / "data"
+    data = o.RUNS
     files = sorted(data.glob("*.json"))
     runs = o.load_all(data)
     assert [r.label() for r in runs] == [o.load(f).label() for f in files]

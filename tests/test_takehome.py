@@ -481,13 +481,7 @@ def test_runner_runs_notebooks_and_reports_the_one_that_fails(runner, take_home,
 #: downloaded notebook has none of them: the explorer and the sharded-step page then show no
 #: runs from other machines, and the problem pages' checker reports "no such file". Each is to
 #: read its data through the package (package data in the wheel); fix one, then remove it here.
-REPOSITORY_READS = {
-    "explorer/index.md": {"data"},
-    "howto/sharded-step.md": {"data"},
-    "problems/checkpoint_dot_policy.md": {"../../src/examples/problems/jax_checkpoint.py"},
-    "problems/nn_checkpoint_forward.md": {"../../src/examples/problems/linen_checkpoint.py"},
-    "problems/nnx_remat_policy.md": {"../../src/examples/problems/nnx_remat.py"},
-}
+REPOSITORY_READS: dict[str, set[str]] = {}
 
 CODE_CELL = re.compile(r"^```\{code-cell\}[^\n]*\n(?P<body>.*?)^```\s*$", re.S | re.M)
 

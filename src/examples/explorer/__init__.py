@@ -4,7 +4,7 @@ For every policy: bytes of residuals one block keeps, XLA's compiled memory and 
 gradient of the whole stack, and the step time of ``jax.jit(jax.grad(loss))`` (median and spread).
 ``python -m examples.explorer --size medium --out FILE.json`` writes the results with the device,
 backend and versions, so that runs on other machines can be committed under
-``docs/explorer/data/`` and shown beside the page's own run.
+``src/examples/data/explorer/`` and shown beside the page's own run.
 
 The modules, in the order of the page (``docs/explorer/index.md``):
 
@@ -20,6 +20,7 @@ The modules, in the order of the page (``docs/explorer/index.md``):
 
 from examples.explorer.compare import Comparison, compare_policies
 from examples.explorer.data import (
+    RUNS,
     SCHEMA,
     DepthPoint,
     ExplorerDataError,
@@ -67,6 +68,7 @@ __all__ = [
     "NO_REMAT",
     "OFFLOAD_POLICIES",
     "POLICIES",
+    "RUNS",
     "SCHEMA",
     "Comparison",
     "DepthPoint",

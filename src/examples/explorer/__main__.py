@@ -1,8 +1,8 @@
 """The explorer's command line: ``python -m examples.explorer``.
 
 Measures every policy (or those named) on a stack of transformer blocks of the chosen size,
-prints the table, and with ``--out`` writes the run as JSON for ``docs/explorer/data/``. It never
-overwrites a file.
+prints the table, and with ``--out`` writes the run as JSON for ``src/examples/data/explorer/``.
+It never overwrites a file.
 """
 
 from __future__ import annotations

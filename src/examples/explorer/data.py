@@ -1,7 +1,8 @@
 """The explorer's results as data: what one run measured, its JSON schema, save and load.
 
-A run made on another machine (a GPU, say) is committed under ``docs/explorer/data/`` and shown
-on the page beside the page's own run. Two schema versions exist:
+A run made on another machine (a GPU, say) is committed under ``src/examples/data/explorer/``
+(:data:`RUNS`; see :mod:`examples.recorded`) and shown on the page beside the page's own run.
+Two schema versions exist:
 
 - ``jax-remat-guide/explorer/1`` recorded each step time as a median alone;
 - ``jax-remat-guide/explorer/2`` adds the fastest and slowest timed call and their number, so
@@ -14,17 +15,15 @@ page then claims no ordering from its times. Nothing here needs JAX.
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 
+from examples import recorded
 from examples.measure import Timing
 from examples.models import Config
 
-if TYPE_CHECKING:
-    from _typeshed import DataclassInstance
-
-_D = TypeVar("_D", bound="DataclassInstance")
+#: Where runs of other machines are committed (they ship with the package).
+RUNS = recorded.folder("explorer")
 
 SCHEMA_V1 = "jax-remat-guide/explorer/1"
 SCHEMA = "jax-remat-guide/explorer/2"
@@ -83,7 +82,7 @@ class DepthPoint:
     temp_bytes: int
 
 
-class ExplorerDataError(ValueError):
+class ExplorerDataError(recorded.RecordError):
     """A results file that is not what ``python -m examples.explorer`` writes."""
 
 
@@ -98,9 +97,7 @@ class Run:
 
     def label(self) -> str:
         """Device, backend and versions: ``NVIDIA H100 80GB HBM3 (gpu, jax 0.11.2, jaxlib ...)``."""
-        info = self.runinfo
-        jaxlib = f", jaxlib {info['jaxlib']}" if "jaxlib" in info else ""
-        return f"{info['device']} ({info['backend']}, jax {info['jax']}{jaxlib})"
+        return recorded.label(self.runinfo)
 
     def to_json(self) -> dict[str, Any]:
         schema = {version: name for name, version in SCHEMAS.items()}[self.schema_version]
@@ -118,33 +115,15 @@ class Run:
 
 def save(run: Run, path: str | Path) -> None:
     """Write ``run`` as JSON; an existing file is never overwritten (``FileExistsError``)."""
-    text = json.dumps(run.to_json(), indent=1) + "\n"
-    try:
-        with Path(path).open("x", encoding="utf-8") as out:
-            out.write(text)
-    except FileExistsError:
-        raise FileExistsError(f"{path} exists; not overwriting it (remove it first)") from None
-
-
-def _build(cls: type[_D], data: Any, where: str, optional: tuple[str, ...] = ()) -> _D:
-    if not isinstance(data, dict):
-        raise ExplorerDataError(f"{where}: expected an object, found {type(data).__name__}")
-    fields = {f.name for f in dataclasses.fields(cls)}
-    missing = sorted(fields - set(data) - set(optional))
-    if missing:
-        raise ExplorerDataError(f"{where}: missing {', '.join(missing)}")
-    try:
-        return cls(**{k: data[k] for k in fields if k in data})
-    except (TypeError, ValueError) as err:
-        raise ExplorerDataError(f"{where}: {err}") from err
+    recorded.write_new(path, run.to_json())
 
 
 def _result(data: Any, where: str, version: int) -> Result:
     if version == 1:
         if isinstance(data, dict) and (extra := sorted(set(SPREAD_FIELDS) & set(data))):
             raise ExplorerDataError(f"{where}: {', '.join(extra)} belong to schema version 2")
-        return _build(Result, data, where, optional=SPREAD_FIELDS)
-    result = _build(Result, data, where)
+        return recorded.build(Result, data, where, ExplorerDataError, optional=SPREAD_FIELDS)
+    result = recorded.build(Result, data, where, ExplorerDataError)
     if result.step_time_s is not None:
         low, high = result.step_time_min_s, result.step_time_max_s
         if low is None or high is None or not low <= result.step_time_s <= high:
@@ -157,32 +136,22 @@ def _result(data: Any, where: str, version: int) -> Result:
 
 def load(path: str | Path) -> Run:
     """Read a results file of either schema, checking its shape; errors name file and problem."""
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise ExplorerDataError(f"{path.name}: not JSON ({err})") from err
-    found = data.get("schema") if isinstance(data, dict) else None
-    if found not in SCHEMAS:
-        raise ExplorerDataError(
-            f"{path.name}: schema is {found!r}, expected one of {', '.join(map(repr, SCHEMAS))}"
-        )
-    version = SCHEMAS[found]
-    for key, kind in (("runinfo", dict), ("results", list), ("depth", list)):
-        if not isinstance(data.get(key), kind):
-            raise ExplorerDataError(f"{path.name}: '{key}' must be a {kind.__name__}")
-    for key in ("device", "backend", "jax"):
-        if key not in data["runinfo"]:
-            raise ExplorerDataError(f"{path.name}: runinfo lacks '{key}'")
+    name = Path(path).name
+    data, version = recorded.read(
+        path, SCHEMAS, ExplorerDataError, fields={"results": list, "depth": list}
+    )
     return Run(
         data["runinfo"],
-        _build(Config, data.get("config"), f"{path.name}: config"),
-        [_result(r, f"{path.name}: results[{i}]", version) for i, r in enumerate(data["results"])],
-        [_build(DepthPoint, p, f"{path.name}: depth[{i}]") for i, p in enumerate(data["depth"])],
+        recorded.build(Config, data.get("config"), f"{name}: config", ExplorerDataError),
+        [_result(r, f"{name}: results[{i}]", version) for i, r in enumerate(data["results"])],
+        [
+            recorded.build(DepthPoint, p, f"{name}: depth[{i}]", ExplorerDataError)
+            for i, p in enumerate(data["depth"])
+        ],
         version,
     )
 
 
-def load_all(folder: str | Path) -> list[Run]:
-    """Every results file in ``folder``, in name order."""
-    return [load(p) for p in sorted(Path(folder).glob("*.json"))]
+def load_all(folder: str | Path = RUNS) -> list[Run]:
+    """Every results file in ``folder`` (by default the committed runs), in name order."""
+    return recorded.load_all(folder, load)

@@ -6,15 +6,14 @@ and the backward pass. Whether anything moves is the backend's business, and thi
 each stage of the answer: the transfers JAX traces (``device_put`` equations to host memory and
 back), the placement annotations in the lowered program, the host buffers in the compiled one,
 and XLA's device and host memory analyses. On a GPU, ``python -m examples.howto.offload --out
-FILE.json`` records all of it with step times; the how-to page renders such files from
-``docs/howto/data/``.
+FILE.json`` records all of it with step times; the how-to page renders such files, committed
+under ``src/examples/data/offload/`` (:data:`RUNS`, :mod:`examples.recorded`).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import math
 import re
 import sys
@@ -24,6 +23,7 @@ from typing import Any
 
 import jax
 
+from examples import recorded
 from examples.display import Table, format_bytes
 from examples.howto.collectives import hlo_text
 from examples.jaxprs import equation_jaxprs, open_jaxpr
@@ -32,6 +32,8 @@ from examples.models import SIZES, Config, block, init_inputs, init_params, scan
 from examples.runinfo import collect
 
 SCHEMA = "jax-remat-guide/offload/1"
+#: Where recorded runs are committed (they ship with the package).
+RUNS = recorded.folder("offload")
 _CP = jax.checkpoint_policies
 
 OFFLOAD_NAMES = "save_and_offload_only_these_names(offload 'mlp_hidden')"
@@ -262,7 +264,7 @@ def results_table(results: Sequence[Result]) -> Table:
 # --- recorded runs as data ----------------------------------------------------------------------
 
 
-class OffloadDataError(ValueError):
+class OffloadDataError(recorded.RecordError):
     """A file that is not what ``python -m examples.howto.offload`` writes."""
 
 
@@ -273,8 +275,7 @@ class Run:
     results: list[Result]
 
     def label(self) -> str:
-        info = self.runinfo
-        return f"{info['device']} ({info['backend']}, jax {info['jax']}, jaxlib {info['jaxlib']})"
+        return recorded.label(self.runinfo)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -286,56 +287,34 @@ class Run:
 
 
 def save(run: Run, path: str | Path) -> None:
-    """Write ``run`` as JSON; an existing file is never replaced."""
-    path = Path(path)
-    with path.open("x", encoding="utf-8") as f:  # "x": fails if the file exists
-        f.write(json.dumps(run.to_json(), indent=1) + "\n")
-
-
-def _build(cls: type, data: Any, where: str) -> Any:
-    if not isinstance(data, dict):
-        raise OffloadDataError(f"{where}: expected an object, found {type(data).__name__}")
-    names = [f.name for f in dataclasses.fields(cls)]
-    missing = [n for n in names if n not in data]
-    if missing:
-        raise OffloadDataError(f"{where}: missing {', '.join(missing)}")
-    try:
-        return cls(**{n: data[n] for n in names})
-    except (TypeError, ValueError) as err:
-        raise OffloadDataError(f"{where}: {err}") from err
+    """Write ``run`` as JSON; an existing file is never replaced (``FileExistsError``)."""
+    recorded.write_new(path, run.to_json())
 
 
 def load(path: str | Path) -> Run:
     """Read a recorded run, checking its shape; errors name the file and what is wrong."""
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise OffloadDataError(f"{path.name}: not JSON ({err})") from err
-    found = data.get("schema") if isinstance(data, dict) else None
-    if found != SCHEMA:
-        raise OffloadDataError(f"{path.name}: schema is {found!r}, expected {SCHEMA!r}")
-    info = data.get("runinfo")
-    if not isinstance(info, dict) or any(k not in info for k in ("device", "backend", "jax")):
-        raise OffloadDataError(f"{path.name}: runinfo must name the device, backend and jax")
-    if not isinstance(data.get("results"), list):
-        raise OffloadDataError(f"{path.name}: 'results' must be a list")
+    name = Path(path).name
+    data, _ = recorded.read(path, {SCHEMA: 1}, OffloadDataError, fields={"results": list})
     results = [
-        _build(Result, r, f"{path.name}: results[{i}]") for i, r in enumerate(data["results"])
+        recorded.build(Result, r, f"{name}: results[{i}]", OffloadDataError)
+        for i, r in enumerate(data["results"])
     ]
     for r in results:
         if r.step is not None:
-            _build(Timing, r.step, f"{path.name}: {r.policy}: step")
-    return Run(info, _build(Config, data.get("config"), f"{path.name}: config"), results)
+            recorded.build(Timing, r.step, f"{name}: {r.policy}: step", OffloadDataError)
+    config = recorded.build(Config, data.get("config"), f"{name}: config", OffloadDataError)
+    return Run(data["runinfo"], config, results)
 
 
-def load_all(folder: str | Path) -> list[Run]:
-    """Every recorded run under ``folder`` (``*.json``), in name order."""
-    return [load(p) for p in sorted(Path(folder).glob("*.json"))]
+def load_all(folder: str | Path = RUNS) -> list[Run]:
+    """Every recorded run under ``folder`` (by default the committed ones), in name order."""
+    return recorded.load_all(folder, load)
 
 
-COMMAND = "PYTHONPATH=src python -m examples.howto.offload --out docs/howto/data/MY-GPU.json"
-NOX_COMMAND = "nox -s offload-record -- --out docs/howto/data/MY-GPU.json"
+COMMAND = (
+    "PYTHONPATH=src python -m examples.howto.offload --out src/examples/data/offload/MY-GPU.json"
+)
+NOX_COMMAND = "nox -s offload-record -- --out src/examples/data/offload/MY-GPU.json"
 
 
 class Markdown:
@@ -369,7 +348,8 @@ def gpu_report(runs: Sequence[Run]) -> Markdown:
     shown = accelerator_runs(runs)
     if not shown:
         return Markdown(
-            "No GPU run is committed yet: `docs/howto/data/` holds no recorded file, and this "
+            "No GPU run is committed yet: `src/examples/data/offload/` holds no recorded file, and "
+            "this "
             "page shows no figure it did not measure. On any machine with a GPU, from the "
             f"repository root:\n\n```bash\n{COMMAND}\n```\n\nor, in an environment where "
             f"nox is installed beside JAX's CUDA build:\n\n```bash\n{NOX_COMMAND}\n```\n\n"
