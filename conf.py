@@ -26,6 +26,7 @@ extensions = [
     "sphinxext.opengraph",
     "notfound.extension",
     "remat_site",
+    "take_home",
     "offline_mathjax",
 ]
 
@@ -35,6 +36,7 @@ exclude_patterns = [
     "jupyter_execute",
     "**.ipynb_checkpoints",
     "_ext",
+    "_tools",
     "_static",
     "_inventories",
 ]
@@ -128,6 +130,16 @@ html_theme_options = {
     "show_toc_level": 2,
     "navigation_with_keys": False,
 }
+# Launch buttons (the rocket in a notebook page's header). Binder opens the page's MyST source in
+# JupyterLab, in an environment built from binder/ (the package, matplotlib, myst-nb for glue and
+# jupytext, which opens the .md file as a notebook); it needs the repository on GitHub. No Colab
+# button: the theme's links to the .md file on GitHub, which Colab cannot open. A page's notebook
+# runs in Colab when uploaded there (download menu, .ipynb): its first cell installs the package.
+if urllib.parse.urlsplit(REPOSITORY_URL).netloc == "github.com":
+    html_theme_options["launch_buttons"] = {
+        "binderhub_url": "https://mybinder.org",
+        "notebook_interface": "jupyterlab",
+    }
 html_last_updated_fmt = None
 html_copy_source = True
 
@@ -144,7 +156,7 @@ html_context = {"default_mode": "auto"}
 html_logo = "docs/_static/logo.svg"
 html_favicon = "docs/_static/logo.svg"
 # Browsers that cannot show an SVG icon ask for /favicon.ico (16, 32, 48 px, drawn from logo.svg by
-# docs/_ext/make_images.py), so it sits at the site's root too.
+# docs/_tools/make_images.py), so it sits at the site's root too.
 html_extra_path = ["docs/_static/favicon.ico"]
 html_js_files = ["a11y.js"]
 
@@ -152,7 +164,7 @@ html_js_files = ["a11y.js"]
 
 # {py:func}`jax.checkpoint`, {py:func}`~jax.checkpoint_policies.dots_saveable` or
 # {py:func}`nn.checkpoint <flax.linen.checkpoint>` on a page link to the upstream API pages. The
-# inventories are small files of our own (docs/_ext/make_inventories.py writes them from a list of
+# inventories are small files of our own (docs/_tools/make_inventories.py writes them from a list of
 # names and URLs), read from disk: a build never fetches one.
 INVENTORIES = Path(os.environ.get("REMAT_GUIDE_INVENTORIES", ROOT / "docs" / "_inventories"))
 _UPSTREAM = {
@@ -211,7 +223,7 @@ def setup(app):
 
         logging.getLogger("remat_guide").warning(
             "no inventory for %s in %s: API names of those projects render as plain text. "
-            "Write the inventories with `python docs/_ext/make_inventories.py`",
+            "Write the inventories with `python docs/_tools/make_inventories.py`",
             ", ".join(_MISSING_INVENTORIES),
             INVENTORIES,
         )

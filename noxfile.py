@@ -1,3 +1,7 @@
+#!/usr/bin/env -S uv run --script
+# /// script
+# dependencies = ["nox>=2025.2.9"]
+# ///
 """Build, test and check the JAX Remat Guide.
 
     nox -s docs                 build the site into _build/html (cells executed, cached)
@@ -6,9 +10,13 @@
     nox -s tests-cuda           pytest on JAX's CUDA wheels; stops at once when no GPU is visible
     nox -s tests-installed      pytest in the current environment, installing nothing
     nox -s browser              the built site in Chromium (after `nox -s docs`)
+    nox -s notebooks            the built site's notebooks, run outside the repository
     nox -s check -- PROBLEM FILE   check a solution to one of the site's problems
     nox -s serve                live rebuild on http://127.0.0.1:8000 while writing
-    nox -s lint                 ruff check and ruff format --check
+    nox -s lint                 the pre-commit hooks (ruff, codespell, zizmor, ...) and mypy
+
+`nox` alone runs the sessions marked default: tests, then docs. `nox -l` lists them all; the
+file is also a script (`./noxfile.py -s lint`, or `uv run noxfile.py -s lint`).
 
 Environments are reused between runs; the install step is skipped while pyproject.toml and the
 session's requirements are unchanged. With uv installed (`pip install "nox[uv]"`), nox creates
@@ -30,7 +38,6 @@ import nox
 nox.needs_version = ">=2025.2.9"
 nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.reuse_existing_virtualenvs = True
-nox.options.sessions = ["tests", "docs"]
 
 ROOT = Path(__file__).resolve().parent
 PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
@@ -95,14 +102,14 @@ def tests(session: nox.Session) -> None:
     session.notify(flavour, posargs=session.posargs)
 
 
-@nox.session(name="tests-cpu")
+@nox.session(name="tests-cpu", default=False)
 def tests_cpu(session: nox.Session) -> None:
     """pytest against CPU jaxlib."""
     install(session, *_group("test"))
     run_pytest(session, "cpu")
 
 
-@nox.session(name="tests-cuda")
+@nox.session(name="tests-cuda", default=False)
 def tests_cuda(session: nox.Session) -> None:
     """pytest against JAX's CUDA wheels; stops before installing anything when no GPU is visible."""
     gpus = visible_gpus()
@@ -116,7 +123,7 @@ def tests_cuda(session: nox.Session) -> None:
     run_pytest(session, "gpu")
 
 
-@nox.session(name="tests-installed", venv_backend="none")
+@nox.session(name="tests-installed", venv_backend="none", default=False)
 def tests_installed(session: nox.Session) -> None:
     """pytest in the current environment, installing nothing (a GPU box without network, say)."""
     import importlib.util
@@ -151,14 +158,16 @@ def _sphinx_paths(session: nox.Session) -> list[str]:
 def docs(session: nox.Session) -> None:
     """Build the site into _build/html, executing every cell; warnings are errors.
 
-    Extra arguments go to sphinx-build (e.g. `nox -s docs -- -E` to re-read every page).
+    The build also makes the project's wheel (hatchling) and serves it at
+    _static/wheels/NAME-VERSION-py3-none-any.whl; each page's notebook installs it. Extra
+    arguments go to sphinx-build (e.g. `nox -s docs -- -E` to re-read every page).
     """
     install(session, *_group("docs"))
     session.run("sphinx-build", "-b", "html", "-W", "--keep-going", "-n", *_sphinx_paths(session))
     session.log(f"open {HTML / 'index.html'}")
 
 
-@nox.session
+@nox.session(default=False)
 def serve(session: nox.Session) -> None:
     """Rebuild and reload in the browser while writing: http://127.0.0.1:8000."""
     install(session, *_group("serve"))
@@ -170,7 +179,7 @@ def serve(session: nox.Session) -> None:
     )
 
 
-@nox.session
+@nox.session(default=False)
 def browser(session: nox.Session) -> None:
     """Drive the built site in Chromium: console errors, accessibility, search, buttons."""
     if not (HTML / "index.html").is_file():
@@ -181,19 +190,86 @@ def browser(session: nox.Session) -> None:
     session.run("python", "-m", "pytest", tests, "-m", "browser", *session.posargs)
 
 
-@nox.session
+#: What a reader's environment has in the notebooks session: the package's own dependencies
+#: (JAX, Flax, NumPy), matplotlib for the figures, pip for the setup cell's `%pip install`, and
+#: the notebook runner. Not the package itself: the first notebook's setup cell installs it.
+NOTEBOOK_RUNTIME = [
+    *PYPROJECT["project"]["dependencies"],
+    *(r for r in _group("docs") if r.startswith("matplotlib")),
+    "pip",
+    "nbclient>=0.10",
+    "ipykernel>=6.29",
+]
+
+
+@nox.session(default=False)
+def notebooks(session: nox.Session) -> None:
+    """Run every notebook of the built site outside the repository, installing from its wheel.
+
+    Takes _build/html/_sources/**/*.ipynb and the wheel under _build/html/_static/wheels/ (run
+    `nox -s docs` first) and executes each notebook alone in a temporary folder, in an
+    environment with JAX, Flax, matplotlib and the runner only. REMAT_GUIDE_WHEEL points the
+    setup cells at the wheel file: the first notebook installs the package from it, the others
+    find it installed. `-- --only 'tutorial/*'` runs some pages only (docs/_tools/run_notebooks.py).
+    """
+    if not (HTML / "_sources").is_dir():
+        session.error(f"no built site at {HTML}; run `nox -s docs` first")
+    install(session, *NOTEBOOK_RUNTIME, project=False)
+    # A clean start: what an earlier run's setup cell installed goes, so that this run's first
+    # notebook installs the package again, from this build's wheel.
+    session.run(
+        "python", "-m", "pip", "uninstall", "--yes", "--quiet", PYPROJECT["project"]["name"]
+    )
+    runner = ROOT / "docs" / "_tools" / "run_notebooks.py"
+    session.run("python", str(runner), str(HTML), *session.posargs)
+
+
+@nox.session(default=False)
 def check(session: nox.Session) -> None:
     """Check a solution: `nox -s check -- PROBLEM FILE` (no arguments lists the problems)."""
     install(session)
     session.run("python", "-m", "examples.check", *session.posargs)
 
 
-@nox.session
+@nox.session(default=False)
 def lint(session: nox.Session) -> None:
-    """ruff check and ruff format --check over the whole repository."""
-    install(session, *_group("lint"), project=False)
-    session.run("ruff", "check", ".")
-    session.run("ruff", "format", "--check", ".")
+    """The pre-commit hooks over every tracked file, then mypy over src/examples.
+
+    The hooks (.pre-commit-config.yaml) install their own environments from PyPI on first use.
+    The fixers among them (ruff, end of file, trailing whitespace) rewrite the files they flag and
+    fail the run; run again to see what is left. mypy reads the project's dependencies (JAX,
+    Flax, NumPy), hence the project's install here (its settings: [tool.mypy] in pyproject.toml).
+    """
+    install(session, *_group("lint"))
+    session.run("pre-commit", "run", "--all-files", "--show-diff-on-failure")
+    session.run("mypy")
+
+
+# --- Host offload recorded on a GPU (docs/howto/sharded-step.md) ---------------------------------
+
+
+@nox.session(name="offload-record", venv_backend="none", default=False)
+def offload_record(session: nox.Session) -> None:
+    """Record host offload on this machine's GPU: `nox -s offload-record -- --out FILE.json`.
+
+    Runs `python -m examples.howto.offload` in the current environment, installing nothing (a GPU
+    box without network has JAX and its CUDA plugin already), with JAX held to the GPU. The file
+    goes under src/examples/data/offload/, is never overwritten, and the how-to page renders it.
+    """
+    gpus = visible_gpus()
+    if not gpus:
+        session.error("offload-record needs an NVIDIA GPU, and `nvidia-smi -L` lists none here")
+    if "--out" not in session.posargs:
+        session.error(
+            "name the file to write: "
+            "nox -s offload-record -- --out src/examples/data/offload/MY-GPU.json"
+        )
+    session.log("GPUs: " + "; ".join(gpus))
+    session.run(
+        sys.executable,
+        *("-m", "examples.howto.offload", *session.posargs),
+        env={"PYTHONPATH": str(ROOT / "src"), "JAX_PLATFORMS": "cuda"},
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -240,7 +316,7 @@ JAX_MATRIX_EXCLUDED_FILES = (
 JAX_MATRIX_DATA = ROOT / "docs" / "reference" / "data"
 
 
-@nox.session(name="tests-jax")
+@nox.session(name="tests-jax", default=False)
 @nox.parametrize(
     ("python", "jax", "flax"),
     [nox.param(py, jax, flax, id=jax, tags=tags) for py, jax, flax, tags in JAX_RELEASES],
@@ -296,3 +372,6 @@ def tests_jax(session: nox.Session, jax: str, flax: str) -> None:
     failed = sum(int(s.get("failures", 0)) + int(s.get("errors", 0)) for s in suites)
     if failed:
         session.error(f"{failed} tests failed on jax {jax} (the record says which and why)")
+
+if __name__ == "__main__":
+    nox.main()

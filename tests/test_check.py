@@ -1,173 +1,444 @@
-"""The checker against right and wrong solutions (tests/solutions/) and bad input.
+"""The checker against right, wrong and hostile solutions (tests/solutions/) and bad input.
 
-main() is called in-process (a subprocess would pay JAX's import each time); one test runs the
-real command line.
+Learner files live in ``tests/solutions/PROBLEM/``; each one's docstring says what the checker
+must make of it (``expect: pass`` or ``expect: fail CHECK ...``, and ``says: TEXT`` for a phrase
+of its output; ``... under remat3:`` where ``jax_remat3`` changes the verdict). Every file found
+there is checked, in this process (the checks' logic, under ``remat2`` and ``jax_remat3``), so a
+new problem's files are picked up without editing this module. The files in
+``tests/solutions/hostile/`` end their process, hang, print, allocate or change JAX's
+configuration: they run through the real child process, each with a test of its own.
 """
 
 from __future__ import annotations
 
+import ast
+import contextlib
 import hashlib
 import os
 import shutil
 import subprocess
 import sys
+import venv
 from pathlib import Path
 
 import pytest
 
-from examples.check import main
+from examples.check import check_file, check_function, main
+from examples.jaxprs import remat3, remat3_available
+from examples.problems import load_problem, problem_names
+from examples.problems._checks import prepare
+from examples.problems._process import Tally
+from examples.problems._runner import CHECK_NAMES, load_solution, run_checks
 
+ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = Path(__file__).parent / "solutions"
-SRC = str(Path(__file__).resolve().parents[1] / "src")
-# The child checks on the CPU: on a GPU, this test process already holds most of its memory.
+HOSTILE = SOLUTIONS / "hostile"
+SRC = str(ROOT / "src")
+#: Checks in a run: load, the problem's own, config.
+TOTAL = len(CHECK_NAMES) + 2
+# Children check on the CPU: on a GPU, this test process already holds most of its memory.
 CHILD_ENV = {
     **os.environ,
     "PYTHONPATH": os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")]),
     "JAX_PLATFORMS": "cpu",
 }
+REMAT_MODES = [
+    pytest.param(False, id="remat2"),
+    pytest.param(
+        True,
+        id="remat3",
+        marks=pytest.mark.skipif(not remat3_available(), reason="this JAX has no jax_remat3"),
+    ),
+]
 
 
-def _check(capsys, problem, name, *extra, tmp_path=None):
-    """Run the checker on a copy of a fixture in tmp_path; return (status, output)."""
-    source = SOLUTIONS / name
+@pytest.fixture(autouse=True)
+def _children_on_cpu(monkeypatch):
+    monkeypatch.setenv("JAX_PLATFORMS", "cpu")
+
+
+# --- reading the learner files -------------------------------------------------------------------
+
+
+def header(path: Path) -> dict[str, str]:
+    """``key: value`` lines of the file's docstring."""
+    doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+    return {
+        key.strip(): value.strip()
+        for key, sep, value in (line.partition(":") for line in doc.splitlines())
+        if sep and key.strip() in {"expect", "says", "expect under remat3", "says under remat3"}
+    }
+
+
+def expectation(path: Path, under_remat3: bool) -> tuple[set[str] | None, str | None]:
+    """(the checks that must fail, None for a pass; a phrase the output must contain)."""
+    h = header(path)
+    expect = h.get("expect under remat3", h["expect"]) if under_remat3 else h["expect"]
+    says = h.get("says under remat3", h.get("says")) if under_remat3 else h.get("says")
+    if expect == "pass":
+        return None, says
+    verb, _, checks = expect.partition(" ")
+    assert verb == "fail", f"{path}: expect: pass, or expect: fail CHECK..."
+    assert checks, f"{path}: expect: fail names the checks that fail"
+    return set(checks.split()), says
+
+
+def learner_files() -> list[tuple[str, Path]]:
+    return [
+        (problem, path)
+        for problem in problem_names()
+        for path in sorted((SOLUTIONS / problem).glob("*.py"))
+    ]
+
+
+def check_here(problem_name: str, path: Path, under_remat3: bool = False, seed: int = 1):
+    """Run the checks in this process; return (exit status, output lines)."""
+    problem = load_problem(problem_name)
+    lines: list[str] = []
+    tally = Tally(lines.append)
+    mode = remat3(True) if under_remat3 else contextlib.nullcontext()
+    try:
+        with mode:
+            prepared = prepare(problem, seed)
+            run_checks(problem, lambda: load_solution(path, problem.name), prepared, tally.event)
+    finally:
+        sys.modules.pop(f"_remat_check_solution_{problem.name}", None)
+    lines.append(tally.summary())
+    return (0 if tally.all_passed else 1), lines
+
+
+def failed(lines: list[str]) -> set[str]:
+    return {line.split()[1] for line in lines if line.startswith("FAIL")}
+
+
+# --- every learner file, under both remat implementations ----------------------------------------
+
+
+@pytest.mark.parametrize("under_remat3", REMAT_MODES)
+@pytest.mark.parametrize(
+    ("problem", "path"), learner_files(), ids=[f"{p}/{f.name}" for p, f in learner_files()]
+)
+def test_learner_files_get_the_verdict_they_declare(problem, path, under_remat3):
+    must_fail, says = expectation(path, under_remat3)
+    status, lines = check_here(problem, path, under_remat3)
+    out = "\n".join(lines)
+    if must_fail is None:
+        assert status == 0, out
+        assert f"{TOTAL} of {TOTAL} checks passed." in out
+    else:
+        assert status == 1, out
+        assert failed(lines) == must_fail, out
+    if says:
+        assert says in out, out
+    # One line per reported check: a reason never spills onto a second line.
+    assert all(line.startswith(("PASS  ", "FAIL  ", "skipped    ")) for line in lines[:-1]), out
+    assert not any("\n" in line for line in lines), out
+
+
+@pytest.mark.parametrize("under_remat3", REMAT_MODES)
+@pytest.mark.parametrize("problem", problem_names())
+def test_each_reference_module_passes_its_own_checks(problem, under_remat3):
+    """The module the page's last cell checks, under both remat implementations: the policy and
+    residuals checks included (under jax_remat3 the checkpoint is a call_hi_primitive whose
+    RematTraced carries the policy, and residual listings name arguments otherwise)."""
+    path = ROOT / "src" / "examples" / "problems" / f"{problem}.py"
+    status, lines = check_here(problem, path, under_remat3)
+    assert status == 0, "\n".join(lines)
+    remat_line = next(line for line in lines if line.split()[1] == "remat")
+    primitive = "call_hi_primitive" if under_remat3 else "remat2"
+    assert f"a checkpoint ({primitive})" in remat_line
+    assert any(line.startswith("PASS  policy") for line in lines)
+    assert any(line.startswith("PASS  residuals") for line in lines)
+
+
+def test_every_problem_has_learner_files_that_pass_and_fail():
+    for problem in problem_names():
+        verdicts = {
+            expectation(path, False)[0] is None for path in (SOLUTIONS / problem).glob("*.py")
+        }
+        assert verdicts == {True, False}, (
+            f"tests/solutions/{problem}/ needs a right and a wrong file"
+        )
+    assert set(p.name for p in SOLUTIONS.iterdir() if p.is_dir()) - {"__pycache__"} == {
+        *problem_names(),
+        "hostile",
+    }
+
+
+def test_a_raising_function_is_shown_at_the_learners_own_line():
+    path = SOLUTIONS / "checkpoint_dot_policy" / "raises.py"
+    _, lines = check_here("checkpoint_dot_policy", path)
+    line = next(
+        i for i, text in enumerate(path.read_text().splitlines(), 1) if "raise Value" in text
+    )
+    runs = next(text for text in lines if text.startswith("FAIL  runs"))
+    assert f"{path}:{line} in helper during the runs check" in runs
+    assert "examples/" not in runs
+
+
+def test_linen_instance_error_names_the_learners_line():
+    path = SOLUTIONS / "nn_checkpoint_forward" / "instance.py"
+    _, lines = check_here("nn_checkpoint_forward", path)
+    line = next(
+        i for i, text in enumerate(path.read_text().splitlines(), 1) if "MLP(features" in text
+    )
+    assert any(f"instance.py:{line} in nn_checkpoint_forward" in text for text in lines)
+
+
+# --- the child process ---------------------------------------------------------------------------
+
+
+def run_cli_here(tmp_path, name: str, timeout: float = 60.0):
+    """The child-process check of a copy of a hostile file in ``tmp_path``; (status, lines)."""
     target = tmp_path / name
-    shutil.copy(source, target)
+    shutil.copy(HOSTILE / name, target)
     before = hashlib.sha256(target.read_bytes()).hexdigest()
-    status = main([problem, str(target), "--seed", "1", *extra])
+    lines: list[str] = []
+    status = check_file("checkpoint_dot_policy", str(target), 1, timeout, out=lines.append)
     assert hashlib.sha256(target.read_bytes()).hexdigest() == before, "the file was modified"
     assert sorted(p.name for p in tmp_path.iterdir()) == [name], "something was written next to it"
-    return status, capsys.readouterr().out
+    return status, lines
 
 
-def _line_of(path, text):
-    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line)
-
-
-def _lines(out):
-    return {line.split()[1]: line for line in out.splitlines() if line.startswith(("PASS", "FAIL"))}
-
-
+@pytest.mark.slow
 @pytest.mark.parametrize(
-    ("problem", "name"),
+    ("name", "check", "reason"),
     [
-        ("checkpoint_dot_policy", "dot_policy_right.py"),
-        ("checkpoint_dot_policy", "dot_policy_jitted.py"),
-        ("checkpoint_dot_policy", "dot_policy_reference.py"),
-        ("nn_checkpoint_forward", "linen_right.py"),
-        ("nnx_remat_policy", "nnx_right.py"),
+        ("sys_exit.py", "runs", "your code called sys.exit(0) (SystemExit) at "),
+        ("exit_at_load.py", "load", "your code called sys.exit(0) (SystemExit) at "),
+        ("os_exit.py", "runs", "it exited with status 0, as os._exit() or a crash"),
+        ("os_exit_at_load.py", "load", "(during the load check): it exited with status 3"),
+        ("killed.py", "runs", "it was killed by SIGKILL"),
+        ("keyboard_interrupt.py", "runs", "your code raised KeyboardInterrupt at "),
+        ("config_x64.py", "config", "jax_enable_x64 False -> True"),
+        ("config_precision.py", "config", "jax_default_matmul_precision None -> 'bfloat16'"),
+        ("config_remat3.py", "config", "jax_remat3 False -> True"),
     ],
 )
-def test_accepts_right_solutions(capsys, tmp_path, problem, name):
-    status, out = _check(capsys, problem, name, tmp_path=tmp_path)
-    assert status == 0, out
-    assert "10 of 10 checks passed." in out
-    assert "FAIL" not in out
+def test_hostile_solutions_fail_with_one_line_naming_what_they_did(tmp_path, name, check, reason):
+    status, lines = run_cli_here(tmp_path, name)
+    out = "\n".join(lines)
+    assert status == 1, out
+    (line,) = [text for text in lines if text.startswith("FAIL")]
+    assert line.startswith(f"FAIL  {check:<10} "), out
+    assert reason in line, out
+    assert lines[-1].endswith("checks passed."), out
+    assert not lines[-1].startswith(f"{TOTAL} of"), out
 
 
-@pytest.mark.parametrize(
-    ("problem", "name", "failing", "message"),
-    [
-        ("checkpoint_dot_policy", "dot_policy_no_policy.py", {"policy", "residuals"},
-         "found none (JAX's default: keep nothing)"),
-        ("checkpoint_dot_policy", "dot_policy_no_checkpoint.py", {"remat", "policy", "residuals"},
-         "no checkpoint in the traced function"),
-        ("checkpoint_dot_policy", "dot_policy_dots_saveable.py", {"policy"},
-         "found dots_saveable"),
-        ("checkpoint_dot_policy", "dot_policy_wrong_formula.py", {"value", "gradient"},
-         "differs from the float64 reference"),
-        ("nn_checkpoint_forward", "linen_no_checkpoint.py", {"remat", "policy", "residuals"},
-         "no checkpoint in the traced function"),
-        ("nn_checkpoint_forward", "linen_layers_swapped.py", {"value", "gradient"},
-         "differs from the float64 reference"),
-        ("nnx_remat_policy", "nnx_nothing_saveable.py", {"policy", "residuals"},
-         "found nothing_saveable"),
-        ("nnx_remat_policy", "nnx_no_remat.py", {"remat", "policy", "residuals"},
-         "no checkpoint in the traced function"),
-    ],
-)  # fmt: skip
-def test_rejects_wrong_solutions_naming_the_failing_checks(
-    capsys, tmp_path, problem, name, failing, message
-):
-    status, out = _check(capsys, problem, name, tmp_path=tmp_path)
+def test_a_checker_that_cannot_start_says_so_and_blames_no_solution(tmp_path, monkeypatch):
+    monkeypatch.setenv("JAX_PLATFORMS", "no_such_platform")
+    lines: list[str] = []
+    shutil.copy(SOLUTIONS / "checkpoint_dot_policy" / "right.py", tmp_path / "right.py")
+    status = check_file("checkpoint_dot_policy", str(tmp_path / "right.py"), 1, out=lines.append)
     assert status == 1
-    lines = _lines(out)
-    assert {check for check, line in lines.items() if line.startswith("FAIL")} == failing, out
-    assert message in out
-    # The value-only grading of the seeds would have passed these two:
-    if name in {"dot_policy_no_policy.py", "nnx_no_remat.py"}:
-        assert lines["value"].startswith("PASS")
+    (line,) = [text for text in lines if text.startswith("FAIL")]
+    assert line.startswith("FAIL  setup      the checking process exited with status 1 before "), (
+        line
+    )
+    assert "no_such_platform" in line
+    assert not any(text.startswith("What your code printed") for text in lines)
 
 
-@pytest.mark.parametrize(
-    ("name", "status", "message"),
-    [
-        ("missing_function.py", 1,
-         "defines no function named checkpoint_dot_policy (it defines: checkpoint_dots)"),
-        ("raises.py", 1,
-         "your function raised ValueError: this learner gave up at "),
-        ("wrong_shape.py", 1, "FAIL  shape      expected shape () for N=1, d=3, got (3,)"),
-        ("wrong_dtype.py", 1, "expected float32 (the inputs' dtype), got float16"),
-        ("nan.py", 1, "the output contains NaN"),
-    ],
-)  # fmt: skip
-def test_bad_solutions_get_one_clear_reason(capsys, tmp_path, name, status, message):
-    got, out = _check(capsys, "checkpoint_dot_policy", name, tmp_path=tmp_path)
-    assert got == status
-    assert message in out, out
-
-
-def test_a_raising_function_is_shown_at_the_learners_own_line(capsys, tmp_path):
-    _, out = _check(capsys, "checkpoint_dot_policy", "raises.py", tmp_path=tmp_path)
-    line = _line_of(SOLUTIONS / "raises.py", "raise ValueError")
-    assert f"{tmp_path / 'raises.py'}:{line} in helper" in out
-    assert "examples/" not in out.split("FAIL")[1].splitlines()[0]
-
-
-def test_linen_instance_error_is_reported_with_flax_message(capsys, tmp_path):
-    status, out = _check(capsys, "nn_checkpoint_forward", "linen_instance.py", tmp_path=tmp_path)
+@pytest.mark.slow
+def test_a_hanging_solution_is_stopped_at_the_time_limit(tmp_path):
+    status, lines = run_cli_here(tmp_path, "hangs.py", timeout=2)
     assert status == 1
-    assert "TransformTargetError: Linen transformations must be applied to Modules classes" in out
-    line = _line_of(SOLUTIONS / "linen_instance.py", "nn.checkpoint(MLP(")
-    assert f"linen_instance.py:{line} in nn_checkpoint_forward" in out
+    assert any(
+        text.startswith("FAIL  runs") and "did not finish within 2 s (during the runs check" in text
+        for text in lines
+    ), lines
 
 
-def test_syntax_error_names_the_line(capsys, tmp_path):
-    target = tmp_path / "broken.py"
-    target.write_text("import jax\n\n\ndef checkpoint_dot_policy(w1, w2, x)\n    return x\n")
-    assert main(["checkpoint_dot_policy", str(target)]) == 1
-    assert "has a syntax error on line 4" in capsys.readouterr().out
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["broken.py"]
+@pytest.mark.slow
+@pytest.mark.parametrize("kernel_limit", [True, False], ids=["rlimit", "resident-memory-watch"])
+def test_a_runaway_allocation_is_stopped_at_the_memory_limit(tmp_path, kernel_limit):
+    """The solution allocates 3 GiB in 128 MiB steps; the limit is 1 GiB. With the child's
+    RLIMIT_DATA the allocation raises MemoryError; without it, the parent sees the resident
+    memory pass the limit and ends the child."""
+    shutil.copy(HOSTILE / "memory_hog.py", tmp_path / "memory_hog.py")
+    lines: list[str] = []
+    status = check_file(
+        "checkpoint_dot_policy",
+        str(tmp_path / "memory_hog.py"),
+        1,
+        memory_limit_mib=1024,
+        out=lines.append,
+        kernel_limit=kernel_limit,
+    )
+    out = "\n".join(lines)
+    assert status == 1, out
+    (line,) = [text for text in lines if text.startswith("FAIL")]
+    assert line.startswith("FAIL  runs"), out
+    if kernel_limit:
+        assert "MemoryError" in line, out
+        assert "the checker allows 1024 MiB" in line, out
+    else:
+        assert "memory limit: the process running your code used more than 1024 MiB" in line
 
 
-def test_a_hanging_solution_hits_the_time_limit(capsys, tmp_path):
-    status, out = _check(capsys, "checkpoint_dot_policy", "hangs.py", "--timeout", "2",
-                         tmp_path=tmp_path)  # fmt: skip
+@pytest.mark.slow
+def test_printed_output_is_shown_apart_and_cannot_fake_a_pass(tmp_path):
+    status, lines = run_cli_here(tmp_path, "prints_fake_verdict.py")
     assert status == 1
-    assert "the solution did not finish within 2 s" in out
+    heading = lines.index(
+        "What your code printed (stdout and stderr, while it was loaded and checked):"
+    )
+    printed = lines[heading + 1 : lines.index("", heading)]
+    assert printed[:2] == [
+        "| PASS  remat      a checkpoint surrounds 2 matrix products",
+        f"| {TOTAL} of {TOTAL} checks passed.",
+    ]
+    assert "| computing the pipeline" in printed
+    # The verdict's own lines come before the heading, the tally last.
+    assert failed(lines[:heading]) == {"remat", "policy", "residuals"}
+    assert lines[-1] == f"{TOTAL - 3} of {TOTAL} checks passed."
 
 
-def test_usage_unknown_problem_and_missing_file(capsys, tmp_path):
+@pytest.mark.slow
+def test_a_right_solution_that_prints_passes(tmp_path):
+    status, lines = run_cli_here(tmp_path, "prints.py")
+    assert status == 0, lines
+    assert "| loading my solution" in lines
+    assert any(text.startswith("| shapes: ") for text in lines)  # stderr, too
+    assert lines[-1] == f"{TOTAL} of {TOTAL} checks passed."
+
+
+@pytest.mark.slow
+def test_command_line_runs_in_a_child_and_exits_with_the_status(tmp_path):
+    target = tmp_path / "mine.py"
+    shutil.copy(SOLUTIONS / "checkpoint_dot_policy" / "no_policy.py", target)
+    done = subprocess.run(
+        [sys.executable, "-m", "examples.check", "checkpoint_dot_policy", "mine.py", "--seed", "3"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False, env=CHILD_ENV,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "FAIL  policy" in done.stdout
+    assert "Checking mine.py for problem checkpoint_dot_policy; inputs from --seed 3" in done.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.py"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not remat3_available(), reason="this JAX has no jax_remat3")
+def test_command_line_checks_under_jax_remat3_when_the_environment_asks(tmp_path):
+    """JAX reads JAX_REMAT3 from the environment; the child inherits it, and a policy wrapped in
+    the learner's own function then fails (JAX recomputes everything instead of calling it)."""
+    shutil.copy(SOLUTIONS / "checkpoint_dot_policy" / "policy_wrapper.py", tmp_path / "w.py")
+    done = subprocess.run(
+        [sys.executable, "-m", "examples.check", "checkpoint_dot_policy", "w.py", "--seed", "1"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
+        env={**CHILD_ENV, "JAX_REMAT3": "1"},
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout
+    assert "a checkpoint (call_hi_primitive)" in done.stdout
+    assert "under jax_remat3, JAX does not call a policy written as a function" in done.stdout
+
+
+def test_the_checkers_parent_imports_no_jax():
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys, examples.check; print('jax' in sys.modules)"],
+        capture_output=True, text=True, timeout=60, check=True, env=CHILD_ENV,
+    )  # fmt: skip
+    assert done.stdout.strip() == "False"
+
+
+# --- usage ---------------------------------------------------------------------------------------
+
+
+def test_usage_unknown_problem_bad_options_and_missing_file(capsys, tmp_path):
     assert main([]) == 2
     out = capsys.readouterr().out
     assert out.startswith("usage: python -m examples.check PROBLEM FILE")
-    assert all(p in out for p in ("checkpoint_dot_policy", "nnx_remat_policy"))
+    assert all(name in out for name in problem_names())
     assert main(["remat_everything", "x.py"]) == 2
     out = capsys.readouterr().out
     assert "unknown problem 'remat_everything'" in out
     assert "nn_checkpoint_forward" in out
     assert main(["checkpoint_dot_policy", str(tmp_path / "nowhere.py")]) == 2
     assert "no such file: " in capsys.readouterr().out
+    mine = tmp_path / "mine.py"
+    mine.write_text("")
+    assert main(["checkpoint_dot_policy", str(mine), "--timeout", "0"]) == 2
+    assert "--timeout must be a positive number" in capsys.readouterr().out
+    assert main(["checkpoint_dot_policy", str(mine), "--memory-limit", "-1"]) == 2
+    assert "--memory-limit must be a positive number" in capsys.readouterr().out
+    assert main(["checkpoint_dot_policy", str(mine), "--seed", "x"]) == 2
 
 
-def test_command_line_runs_and_exits_with_the_status(tmp_path):
-    target = tmp_path / "mine.py"
-    shutil.copy(SOLUTIONS / "dot_policy_no_policy.py", target)
-    done = subprocess.run(
-        [sys.executable, "-m", "examples.check", "checkpoint_dot_policy", "mine.py", "--seed", "3"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
-        env=CHILD_ENV,
+def test_syntax_error_names_the_line(tmp_path):
+    target = tmp_path / "broken.py"
+    target.write_text("import jax\n\n\ndef checkpoint_dot_policy(w1, w2, x)\n    return x\n")
+    status, lines = check_here("checkpoint_dot_policy", target)
+    assert status == 1
+    assert any("has a syntax error on line 4" in line for line in lines)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["broken.py"]
+
+
+# --- in a notebook -------------------------------------------------------------------------------
+
+
+def test_check_function_runs_here_and_says_so(capsys):
+    from examples.problems.checkpoint_dot_policy import checkpoint_dot_policy, without_checkpoint
+
+    assert check_function("checkpoint_dot_policy", checkpoint_dot_policy, seed=0) == 0
+    out = capsys.readouterr().out
+    assert "in this process" in out
+    assert "Not guarded" in out
+    assert "PASS  load       given the function checkpoint_dot_policy" in out
+    assert f"{TOTAL} of {TOTAL} checks passed." in out
+    assert check_function("checkpoint_dot_policy", without_checkpoint, seed=0) == 1
+    out = capsys.readouterr().out
+    assert failed(out.splitlines()) == {"remat", "policy", "residuals"}
+
+
+# --- the checker off the site: the wheel, installed, outside the repository ----------------------
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("uv") is None, reason="needs uv to build and install the wheel")
+def test_the_installed_wheel_checks_a_solution_outside_the_repository(tmp_path):
+    """Build the wheel, install it (no dependencies) into a fresh venv that sees this test
+    environment's site-packages (for JAX and Flax) through a .pth file, and check a file in a
+    folder outside the repository with ``python -m examples.check`` and ``remat-check``."""
+    uv = shutil.which("uv")
+    wheels = tmp_path / "wheels"
+    build = subprocess.run(
+        [uv, "build", "--wheel", "-o", str(wheels), str(ROOT)],
+        capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert "FAIL  policy" in done.stdout
-    assert "Checking mine.py for problem checkpoint_dot_policy; inputs from --seed 3" in done.stdout
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.py"]
+    assert build.returncode == 0, build.stdout + build.stderr
+    (wheel,) = wheels.glob("jax_remat_guide_examples-*.whl")
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=False).create(env_dir)
+    python = env_dir / "bin" / "python"
+    install = subprocess.run(
+        [uv, "pip", "install", "--python", str(python), "--no-deps", "--offline", str(wheel)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert install.returncode == 0, install.stdout + install.stderr
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    # JAX, Flax and NumPy come from this test environment; the package only from the wheel.
+    here = [p for p in sys.path if p.endswith("site-packages")]
+    Path(site, "zz-test-environment.pth").write_text("\n".join(here) + "\n")
+    outside = tmp_path / "learner"
+    outside.mkdir()
+    shutil.copy(SOLUTIONS / "checkpoint_dot_policy" / "right.py", outside / "mine.py")
+    env = {k: v for k, v in CHILD_ENV.items() if k != "PYTHONPATH"}
+    where = subprocess.run(
+        [str(python), "-c", "import examples; print(examples.__file__)"],
+        capture_output=True, text=True, check=True, env=env, cwd=outside,
+    ).stdout  # fmt: skip
+    assert where.startswith(site), where
+    for command in (
+        [str(python), "-m", "examples.check", "checkpoint_dot_policy", "mine.py", "--seed", "2"],
+        [str(env_dir / "bin" / "remat-check"), "checkpoint_dot_policy", "mine.py", "--seed", "2"],
+    ):
+        done = subprocess.run(
+            command, cwd=outside, capture_output=True, text=True, timeout=300, check=False, env=env
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"{TOTAL} of {TOTAL} checks passed." in done.stdout
+    assert sorted(p.name for p in outside.iterdir()) == ["mine.py"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 
@@ -9,10 +10,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax.extend import core as jex_core
 
 from examples import explorer as e
+from examples import policies
+from examples.explorer.__main__ import main
+from examples.explorer.render import FLOPS, FLOPS_WITHOUT_PRODUCTS, MEDIAN_ONLY
+from examples.measure import Timing
+from examples.models import SIZES, Config, init_inputs, init_params
+from examples.residuals import saved_residuals
+from examples.runinfo import collect
 
-TINY = e.SIZES["tiny"]
+TINY = SIZES["tiny"]
+DATA = e.RUNS
 P = jax.checkpoint_policies
 
 
@@ -24,15 +34,21 @@ def results():
 
 
 def _kept_per_layer(cfg, policy):
-    params, x = e.init_params(cfg), e.init_inputs(cfg)
+    params, x = init_params(cfg), init_inputs(cfg)
     layer = e.layer_fn(cfg, policy)
     one = {k: v[0] for k, v in params.items()}
-    return e.saved_residuals(layer, x, one).excluding_arguments()
+    return saved_residuals(layer, x, one).excluding_arguments()
 
 
 @pytest.fixture(scope="module")
 def depth():
     return e.depth_sweep(TINY, layers=(2, 4), policies=(e.NO_REMAT, "nothing_saveable"))
+
+
+def test_aliases_have_one_computed_source():
+    assert e.ALIASES is policies.ALIASES
+    for alias, same in e.ALIASES.items():
+        assert getattr(P, alias) is getattr(P, same)
 
 
 def test_every_policy_of_the_installed_jax_is_measured_or_an_alias():
@@ -68,12 +84,12 @@ def test_full_remat_costs_flops_and_saves_memory(results):
 
 
 def test_dots_policies_differ_exactly_by_the_batched_attention_products():
-    cfg = e.Config(layers=1, batch=2, seq=8, width=24, heads=2)  # seq differs from head_dim
-    params, x = e.init_params(cfg), e.init_inputs(cfg)
+    cfg = Config(layers=1, batch=2, seq=8, width=24, heads=2)  # seq differs from head_dim
+    params, x = init_params(cfg), init_inputs(cfg)
     one = {k: v[0] for k, v in params.items()}
 
     def kept(policy):
-        return e.saved_residuals(e.layer_fn(cfg, policy), x, one).excluding_arguments()
+        return saved_residuals(e.layer_fn(cfg, policy), x, one).excluding_arguments()
 
     dots, no_batch = kept(P.dots_saveable), kept(P.dots_with_no_batch_dims_saveable)
     extra = [r for r in dots if r not in no_batch]
@@ -88,15 +104,15 @@ def test_dots_policies_differ_exactly_by_the_batched_attention_products():
 
 
 def test_save_only_these_names_keeps_exactly_the_named_value():
-    params, x = e.init_params(TINY), e.init_inputs(TINY)
+    params, x = init_params(TINY), init_inputs(TINY)
     layer = e.layer_fn(TINY, e.POLICIES["save_only_these_names(mlp_hidden)"])
-    kept = e.saved_residuals(layer, x, {k: v[0] for k, v in params.items()}).excluding_arguments()
+    kept = saved_residuals(layer, x, {k: v[0] for k, v in params.items()}).excluding_arguments()
     assert [r.name for r in kept] == ["mlp_hidden"]
     assert kept[0].shape == (TINY.batch, TINY.seq, TINY.mlp_ratio * TINY.width)
 
 
 def test_loss_matches_float64_and_gradients_agree_across_policies():
-    params, x = e.init_params(TINY), e.init_inputs(TINY)
+    params, x = init_params(TINY), init_inputs(TINY)
     with jax.default_matmul_precision("highest"):
         value = e.make_loss(TINY, None)(params, x)
         np.testing.assert_allclose(value, e.loss_float64(TINY, params, x), rtol=1e-5)
@@ -129,7 +145,7 @@ def test_loss_matches_float64_and_gradients_agree_across_policies():
 @pytest.mark.skipif(jax.default_backend() != "cpu", reason="XLA:CPU's FLOP counting convention")
 def test_cost_analysis_agrees_with_counting_products_on_cpu():
     """XLA:CPU counts a scan's body once, and full remat recomputes all but the last product."""
-    cfg = e.Config(layers=3, batch=2, seq=64, width=64, heads=2)
+    cfg = Config(layers=3, batch=2, seq=64, width=64, heads=2)
     got = {r.policy: r.flops for r in e.measure(cfg, [e.NO_REMAT, "nothing_saveable"], 1, False)}
     forward = sum(e.layer_flops(cfg).values())
     np.testing.assert_allclose(got[e.NO_REMAT], 3 * forward, rtol=0.1)
@@ -137,6 +153,17 @@ def test_cost_analysis_agrees_with_counting_products_on_cpu():
     assert textbook == pytest.approx(4 / 3)
     assert refined < textbook
     assert got["nothing_saveable"] / got[e.NO_REMAT] == pytest.approx(refined, rel=0.03)
+
+
+@pytest.mark.skipif(jax.default_backend() != "cpu", reason="XLA:CPU's FLOP counting convention")
+def test_page_size_counts_one_layer_and_full_remat_costs_less_than_four_thirds():
+    """The page's theory section, on the page's own size (small)."""
+    cfg = SIZES["small"]
+    got = e.measure(cfg, [e.NO_REMAT, "nothing_saveable"], time_steps=False)
+    share = e.counted_share(cfg, got)
+    assert 1.0 <= share.of_one_layer < 1.1  # elementwise work: small next to the products
+    assert share.of_all_layers == pytest.approx(share.of_one_layer / cfg.layers)
+    assert e.flop_ratio(got) < 4 / 3
 
 
 def test_depth_sweep_grows_without_remat_and_stays_flat_with_it(depth):
@@ -148,7 +175,7 @@ def test_depth_sweep_grows_without_remat_and_stays_flat_with_it(depth):
 
 
 def test_json_round_trip(tmp_path, results, depth):
-    run = e.Run(e.collect().as_dict(), TINY, list(results.values()), depth)
+    run = e.Run(collect().as_dict(), TINY, list(results.values()), depth)
     path = tmp_path / "run.json"
     e.save(run, path)
     assert e.load(path) == run
@@ -160,7 +187,7 @@ def test_json_round_trip(tmp_path, results, depth):
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [
-        (lambda d: d.update(schema="other/1"), "schema is 'other/1'"),
+        (lambda d: d.update(schema="other/1"), "schema is 'other/1', expected one of"),
         (lambda d: d.pop("schema"), "schema is None"),
         (lambda d: d.pop("results"), "'results' must be a list"),
         (lambda d: d["results"][0].pop("temp_bytes"), "results[0]: missing temp_bytes"),
@@ -169,7 +196,7 @@ def test_json_round_trip(tmp_path, results, depth):
     ],
 )
 def test_malformed_files_are_rejected_clearly(tmp_path, results, mutate, message):
-    data = e.Run(e.collect().as_dict(), TINY, list(results.values()), []).to_json()
+    data = e.Run(collect().as_dict(), TINY, list(results.values()), []).to_json()
     mutate(data)
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(data))
@@ -191,27 +218,27 @@ def test_not_json_is_rejected(tmp_path):
 def test_cli_refuses_to_overwrite(tmp_path, capsys):
     out = tmp_path / "r.json"
     out.write_text("keep me")
-    assert e.main(["--size", "tiny", "--out", str(out)]) == 2
+    assert main(["--size", "tiny", "--out", str(out)]) == 2
     assert out.read_text() == "keep me"
     assert "not overwriting" in capsys.readouterr().err
 
 
 def test_cli_rejects_unknown_policies(capsys):
     with pytest.raises(SystemExit):
-        e.main(["--size", "tiny", "--policies", "no remat,nope"])
+        main(["--size", "tiny", "--policies", "no remat,nope"])
     assert "unknown policies ['nope']" in capsys.readouterr().err
 
 
 def test_cli_writes_a_loadable_file(tmp_path):
     out = tmp_path / "r.json"
     argv = ["--size", "tiny", "--layers", "3", "--repeats", "7", "--depths", "2"]
-    assert e.main([*argv, "--policies", "no remat,nothing_saveable", "--out", str(out)]) == 0
+    assert main([*argv, "--policies", "no remat,nothing_saveable", "--out", str(out)]) == 0
     run = e.load(out)
     assert run.config == dataclasses.replace(TINY, layers=3)
     assert [r.policy for r in run.results] == [e.NO_REMAT, "nothing_saveable"]
     assert all(r.step_time_s > 0 for r in run.results)
     assert {(p.policy, p.layers) for p in run.depth} == {(e.NO_REMAT, 2), ("nothing_saveable", 2)}
-    assert run.runinfo == e.collect().as_dict()
+    assert run.runinfo == collect().as_dict()
 
 
 def _user_loss(w, x):
@@ -227,8 +254,11 @@ def test_compare_policies_on_a_user_function():
     # Without remat the backward pass keeps both tanh outputs and the inner product (8×16 each).
     assert rows[e.NO_REMAT]["residual_bytes_per_layer"] >= 2 * 8 * 16 * 4
     assert rows["nothing_saveable"]["residual_bytes_per_layer"] == 0
-    assert "<td>nothing_saveable</td>" in table._repr_html_()
+    assert "| nothing_saveable |" in table._repr_markdown_()
     assert "| nothing_saveable |" in str(table)
+    # Timed with a spread: the table shows it, and verdicts can be given.
+    assert all(r.timing is not None and r.timing.repeats == 7 for r in table.results)
+    assert e.timing_verdicts(table.results) is not None
 
 
 def _scanned_loss(weights, x, policy=None):
@@ -277,7 +307,7 @@ def test_config_rejects_heads_that_do_not_divide_width():
 @pytest.mark.gpu
 def test_gpu_memory_ordering_matches_the_cpu_ordering():
     """On a GPU, the compiled memory per policy is ordered as on the CPU."""
-    cfg = e.SIZES["small"]
+    cfg = SIZES["small"]
     names = [e.NO_REMAT, "dots_saveable", "dots_with_no_batch_dims_saveable", "nothing_saveable"]
     temp = {r.policy: r.temp_bytes for r in e.measure(cfg, names, time_steps=False)}
     assert temp[e.NO_REMAT] > temp["dots_saveable"] > temp["nothing_saveable"]
@@ -286,21 +316,242 @@ def test_gpu_memory_ordering_matches_the_cpu_ordering():
 
 @pytest.mark.gpu
 def test_offload_moves_bytes_to_the_host_on_gpu():
-    cfg = e.SIZES["small"]
+    cfg = SIZES["small"]
     kept, offloaded = "save_only_these_names(mlp_hidden)", e.OFFLOAD_POLICIES[0]
     got = {r.policy: r for r in e.measure(cfg, [kept, offloaded], time_steps=False)}
     assert got[offloaded].host_temp_bytes > 0
     assert got[offloaded].temp_bytes < got[kept].temp_bytes
 
 
-def test_pitfall_whole_function_checkpoint_costs_a_forward_pass_in_a_training_step():
-    """docs/explorer/pitfalls.md: with the loss returned, remat of everything adds FLOPs."""
-    from examples import pitfalls
+# --- schema versions: spreads recorded (2) or not (1) ---------------------------------------------
 
-    step = {k: stats for k, (_, stats) in pitfalls.placement_costs(value_and_grad=True).items()}
-    grad_only = {k: s for k, (_, s) in pitfalls.placement_costs(value_and_grad=False).items()}
-    assert step["whole function"].flops > step["nowhere"].flops
-    assert step["whole function"].temp_bytes >= step["nowhere"].temp_bytes
-    # Without the loss, the first forward pass is dead code: what remains is one forward pass.
-    assert grad_only["whole function"].flops <= step["whole function"].flops
-    assert grad_only["whole function"].temp_bytes >= grad_only["nowhere"].temp_bytes
+
+def _result(policy, median=None, low=None, high=None, temp=1000, flops=100.0):
+    timing = None if median is None else Timing(median, low, high, 7)
+    return e.Result.with_timing(
+        timing,
+        policy=policy,
+        residual_bytes_per_layer=10,
+        temp_bytes=temp,
+        argument_bytes=0,
+        host_temp_bytes=0,
+        flops=flops,
+    )
+
+
+def test_timed_run_round_trips_with_its_spread(tmp_path):
+    results = [
+        _result(e.NO_REMAT, 0.010, 0.009, 0.012),
+        _result("nothing_saveable", 0.02, 0.019, 0.03),
+    ]
+    run = e.Run(collect().as_dict(), TINY, results, [])
+    e.save(run, tmp_path / "run.json")
+    back = e.load(tmp_path / "run.json")
+    assert back == run
+    assert back.schema_version == 2
+    assert back.results[0].timing == Timing(0.010, 0.009, 0.012, 7)
+    assert json.loads((tmp_path / "run.json").read_text())["schema"] == e.SCHEMA
+
+
+def test_save_never_overwrites(tmp_path):
+    path = tmp_path / "run.json"
+    path.write_text("keep me")
+    run = e.Run(collect().as_dict(), TINY, [_result(e.NO_REMAT)], [])
+    with pytest.raises(FileExistsError, match="not overwriting"):
+        e.save(run, path)
+    assert path.read_text() == "keep me"
+
+
+def test_committed_h100_file_loads_as_schema_1_without_spread():
+    (run,) = [r for r in e.load_all(DATA) if r.runinfo["backend"] == "gpu"]
+    assert run.schema_version == 1
+    assert all(r.step_time_s is not None and r.timing is None for r in run.results)
+    assert not any(r.spread_recorded for r in run.results)
+    # Its step-time cells say so, no ordering is claimed from it, and its plot panel is marked.
+    table = e.results_table(run.results, run.config)
+    assert all(MEDIAN_ONLY in cell for cell in table.column(table.header[-1]))
+    assert e.timing_verdicts(run.results) is None
+    assert "cannot tell a difference from noise" in e.ordering_sentence(run.results)
+    assert "cannot choose" in e.budget_sentence(run.results, 10**12)
+    # A version-1 run written back stays version 1.
+    assert run.to_json()["schema"] == "jax-remat-guide/explorer/1"
+
+
+def test_flops_column_is_marked_where_xla_leaves_out_the_products(results):
+    (gpu,) = [r for r in e.load_all(DATA) if r.runinfo["backend"] == "gpu"]
+    assert not e.counted_share(gpu.config, gpu.results).counts_products
+    assert e.results_table(gpu.results, gpu.config).header[4] == FLOPS_WITHOUT_PRODUCTS
+    if jax.default_backend() == "cpu":  # XLA:CPU counts the products (a loop body once)
+        assert e.counted_share(TINY, list(results.values())).counts_products
+        assert e.results_table(list(results.values()), TINY).header[4] == FLOPS
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda r: r.pop("step_time_min_s"), "missing step_time_min_s"),
+        (lambda r: r.update(step_time_s=5.0), "not within its recorded range"),
+    ],
+)
+def test_schema_2_requires_a_consistent_spread(tmp_path, mutate, message):
+    run = e.Run(collect().as_dict(), TINY, [_result(e.NO_REMAT, 0.01, 0.009, 0.012)], [])
+    data = run.to_json()
+    mutate(data["results"][0])
+    (tmp_path / "bad.json").write_text(json.dumps(data))
+    with pytest.raises(e.ExplorerDataError, match=message):
+        e.load(tmp_path / "bad.json")
+
+
+def test_schema_1_rejects_spread_fields(tmp_path):
+    data = e.Run(collect().as_dict(), TINY, [_result(e.NO_REMAT, 0.01, 0.009, 0.012)], []).to_json()
+    data["schema"] = "jax-remat-guide/explorer/1"
+    (tmp_path / "bad.json").write_text(json.dumps(data))
+    with pytest.raises(e.ExplorerDataError, match="belong to schema version 2"):
+        e.load(tmp_path / "bad.json")
+
+
+# --- verdicts: an ordering only where the ranges do not overlap ------------------------------
+
+
+def test_timing_verdicts_claim_an_order_only_beyond_the_noise():
+    results = [
+        _result(e.NO_REMAT, 0.010, 0.009, 0.011),
+        _result("a", 0.020, 0.015, 0.030),  # slower: 15 ms > 11 ms
+        _result("b", 0.005, 0.004, 0.008),  # faster: 8 ms < 9 ms
+        _result("c", 0.012, 0.0105, 0.013),  # overlaps
+    ]
+    assert e.timing_verdicts(results) == {"a": "slower", "b": "faster", "c": "within the noise"}
+    sentence = e.ordering_sentence(results)
+    assert "faster: `b`" in sentence
+    assert "slower: `a`" in sentence
+    assert "within the noise: 1 of 3" in sentence
+
+
+def test_budget_picks_a_policy_only_when_it_is_faster_than_every_other():
+    results = [
+        _result(e.NO_REMAT, 0.010, 0.009, 0.011, temp=100),
+        _result("a", 0.020, 0.019, 0.021, temp=40),
+        _result("b", 0.030, 0.029, 0.031, temp=30),
+        _result("c", 0.0205, 0.0195, 0.022, temp=50),
+    ]
+    fits, fastest = e.render.under_budget(results, 45)
+    assert [r.policy for r in fits] == ["a", "b"]
+    assert fastest.policy == "a"
+    assert "`a` is faster than each of the others" in e.budget_sentence(results, 45)
+    fits, fastest = e.render.under_budget(results, 60)  # a and c overlap
+    assert len(fits) == 3
+    assert fastest is None
+    assert "not by these step times" in e.budget_sentence(results, 60)
+    assert e.budget_sentence(results, 35) == "Only `b` fits in 35 B."
+    assert e.budget_sentence(results, 10) == "No measured policy fits in 10 B."
+
+
+def test_cli_refuses_fewer_than_seven_repeats(capsys):
+    with pytest.raises(SystemExit):
+        main(["--size", "tiny", "--repeats", "3"])
+    assert "at least 7 timed calls" in capsys.readouterr().err
+
+
+# --- excluding a name (the section of that title on the page) ------------------------------
+
+
+def test_save_anything_except_these_names_ignores_its_names_on_this_jax():
+    listings = e.name_exclusion(SIZES["small"])
+    describe = {k: [r.describe() for r in v] for k, v in listings.items()}
+    shipped = describe['save_anything_except_these_names("attn_logits")']
+    # The explorer and reference pages say the shipped policy answers yes to every value.
+    assert not policies.excluded_names_honoured(), "this JAX honours the names: update the pages"
+    assert shipped == describe["everything_saveable"]
+    # The shipped policy says yes to the `name` primitive it was told to exclude.
+    name_p = jex_core.Primitive("name")
+    assert P.save_anything_except_these_names("attn_logits")(name_p, name="attn_logits") is True
+
+
+def test_logits_are_not_a_residual_and_an_honoured_exclusion_saves_nothing():
+    listings = e.name_exclusion(SIZES["small"])
+    everything = listings["everything_saveable"]
+    # The backward pass of softmax reads its output: the logits are never kept.
+    assert [r.name for r in everything.of_kind("named")] == ["mlp_hidden"]
+    honoured_logits = listings['excluding_names("attn_logits")']
+    assert [r.describe() for r in honoured_logits] == [r.describe() for r in everything]
+    # Refusing "mlp_hidden" keeps the value that feeds checkpoint_name in its place.
+    honoured = listings['excluding_names("mlp_hidden")']
+    assert not honoured.of_kind("named")
+    assert len(honoured) == len(everything)
+    assert honoured.nbytes == everything.nbytes
+    (named,) = everything.of_kind("named")
+    added = collections.Counter(honoured) - collections.Counter(everything)
+    assert [(r.primitive, r.shape) for r in added.elements()] == [("mul", named.shape)]
+    # The allow-list really drops what it is not told to keep.
+    allow = listings['save_any_names_but_these("attn_logits")']
+    assert [r.name for r in allow] == ["mlp_hidden"]
+    assert allow.nbytes < everything.nbytes / 5
+
+
+# --- the page's other claims --------------------------------------------------------------------
+
+
+def test_recursive_checkpointing_costs_about_half_a_forward_pass_per_level():
+    from examples.tutorial import recursive_sin_cos_formula
+
+    levels = e.recursive_levels((4, 8, 16, 32, 64))
+    added = [lv.added for lv in levels if lv.added is not None]
+    assert len(added) == 4
+    assert all(0.3 < a < 0.55 for a in added)  # half of one, not one
+    assert added == sorted(added)  # approaching the limit 1/2 from below
+    for lv in levels:
+        assert lv.forward_passes == pytest.approx(recursive_sin_cos_formula(lv.depth) / lv.depth)
+    assert [lv.residuals for lv in levels] == [lv.depth.bit_length() for lv in levels]
+
+
+def test_depth_growth_matches_kept_per_layer_and_the_block_input():
+    cfg = SIZES["small"]
+    names = [e.NO_REMAT, "nothing_saveable"]
+    growth = e.growth_per_layer(e.depth_sweep(cfg, layers=(2, 4), policies=names))
+    kept = e.layer_residuals(cfg, None).nbytes
+    assert 0.9 < growth[e.NO_REMAT] / kept < 1.1  # "close"
+    block_input = cfg.batch * cfg.seq * cfg.width * 4
+    assert growth["nothing_saveable"] == pytest.approx(block_input, rel=0.05)
+
+
+@pytest.mark.skipif(jax.default_backend() != "cpu", reason="describes the CPU backend")
+def test_offload_policies_compile_like_their_on_device_twins_on_cpu():
+    names = [
+        *e.OFFLOAD_POLICIES,
+        "save_only_these_names(mlp_hidden)",
+        "dots_with_no_batch_dims_saveable",
+    ]
+    temp = {r.policy: r.temp_bytes for r in e.measure(SIZES["small"], names, time_steps=False)}
+    assert temp[e.OFFLOAD_POLICIES[0]] == temp["save_only_these_names(mlp_hidden)"]
+    assert temp[e.OFFLOAD_POLICIES[1]] == temp["dots_with_no_batch_dims_saveable"]
+
+
+def test_committed_gpu_run_moves_offloaded_bytes_to_the_host():
+    (run,) = [r for r in e.load_all(DATA) if r.runinfo["backend"] == "gpu"]
+    rows = {r.policy: r for r in run.results}
+    offloaded = rows[e.OFFLOAD_POLICIES[0]]
+    assert offloaded.temp_bytes < rows["save_only_these_names(mlp_hidden)"].temp_bytes
+    assert offloaded.host_temp_bytes > 0
+
+
+def test_tradeoff_error_bars_span_fastest_to_slowest_call_in_milliseconds():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.collections import LineCollection
+
+    from examples.explorer.data import Result
+    from examples.explorer.render import plot_tradeoff
+
+    timed = Result("nothing_saveable", 1, 2**20, 0, None, 1.0, 0.004, 0.003, 0.0065, 7)
+    fig = plot_tradeoff([("run", [timed])])
+    (ax, *_) = fig.axes
+    segments = [
+        seg
+        for coll in ax.collections
+        if isinstance(coll, LineCollection)
+        for seg in coll.get_segments()
+    ]
+    assert len(segments) == 1
+    xs = segments[0][:, 0]
+    np.testing.assert_allclose([xs.min(), xs.max()], [3.0, 6.5])  # ms: min and max of the calls

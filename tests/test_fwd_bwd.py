@@ -112,3 +112,19 @@ def test_primitive_counts_walk_nested_jaxprs():
 def test_rejects_unknown_style():
     with pytest.raises(ValueError, match="style"):
         fwd_bwd(jnp.sin, 1.0, style="rich")
+
+
+def test_a_long_view_folds_behind_a_summary():
+    short = fwd_bwd(T.f, *T.chain_inputs())
+    assert not short.folded
+    assert "<details" not in short._repr_html_()
+    long = fwd_bwd(T.recursive_checkpoint([jnp.sin] * 8), 3.0)
+    assert max(long.lines) > long.fold_after
+    assert long.folded
+    page = long._repr_html_()
+    assert page.startswith('<details class="remat-folded"><summary>')
+    assert f"{long.lines[0]} and {long.lines[1]} lines" in page
+    assert f"{long.remat_count()} {remat_primitive_name()} equations" in long.summary
+    assert page.count("<pre") == 2  # both columns are still inside
+    # The text rendering is never folded.
+    assert long.to_text().startswith(FwdBwd.TITLES[0])

@@ -1,31 +1,96 @@
-"""examples.pitfalls: each measured pitfall behaves as the page says."""
+"""examples.pitfalls: each measured pitfall behaves as docs/explorer/pitfalls.md says."""
 
 from __future__ import annotations
 
 import jax
+import numpy as np
+import pytest
 
+from examples import models
 from examples import pitfalls as p
 
 P = jax.checkpoint_policies
 
 
-def test_vmap_leaves_dots_with_no_batch_dims_nothing_to_keep():
-    alone, mapped = p.vmapped_stages(P.dots_with_no_batch_dims_saveable)
+# --- 1. vmap ------------------------------------------------------------------------------------
+
+
+def test_vmap_with_shared_weights_keeps_the_product():
+    alone, mapped = p.vmapped_stages(P.dots_with_no_batch_dims_saveable, shared_weights=True)
+    (one,) = alone.excluding_arguments()
+    (stages,) = mapped.excluding_arguments()
+    assert one.primitive == stages.primitive == "dot_general"
+    assert stages.shape == (4, *one.shape)  # one product over all stages, no batch dimension
+    assert p.product_dimensions(shared_weights=True) == ((), ())
+
+
+def test_vmap_with_per_stage_weights_drops_the_product():
+    alone, mapped = p.vmapped_stages(P.dots_with_no_batch_dims_saveable, shared_weights=False)
     assert [r.primitive for r in alone.excluding_arguments()] == ["dot_general"]
     assert len(mapped.excluding_arguments()) == 0
-    _, mapped_dots = p.vmapped_stages(P.dots_saveable)
-    assert [r.primitive for r in mapped_dots.excluding_arguments()] == ["dot_general"]
+    assert p.product_dimensions(shared_weights=False) == ((0,), (0,))  # the stage axis
 
 
-def test_whole_function_and_last_stage_save_no_compiled_memory():
+@pytest.mark.parametrize("shared", [True, False])
+def test_dots_saveable_keeps_the_vmapped_product_either_way(shared):
+    _, mapped = p.vmapped_stages(P.dots_saveable, shared_weights=shared)
+    assert [r.primitive for r in mapped.excluding_arguments()] == ["dot_general"]
+
+
+def test_vmap_table_rows():
+    table = p.vmap_table()
+    assert table.column("vmapped, per-stage weights") == ["0 B", "256.0 KiB"]
+    assert table.column("vmapped, shared weights") == ["256.0 KiB", "256.0 KiB"]
+
+
+def test_the_network_is_the_shared_model():
+    w, xs = p.stage_inputs(stages=3, batch=4, width=8)
+    h = np.asarray(xs[0], np.float64)
+    for wi in np.asarray(w, np.float64):
+        h = np.tanh(h @ wi)
+    got = p._three_stages(w, xs[0], "nowhere")
+    np.testing.assert_allclose(got, np.mean(h**2), rtol=1e-5)
+    assert p.tanh_layer is models.tanh_layer
+
+
+# --- 2. placement ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def step():
+    return {k: s for k, (_, s) in p.placement_costs(value_and_grad=True).items()}
+
+
+def test_whole_function_checkpoint_costs_a_forward_pass_in_a_training_step(step):
+    assert step["whole function"].flops > step["nowhere"].flops
+    assert step["whole function"].temp_bytes >= step["nowhere"].temp_bytes
+    assert step["last stage"].temp_bytes >= step["nowhere"].temp_bytes
+
+
+def test_grad_alone_deletes_the_dead_forward_pass(step):
+    grad_only = {k: s for k, (_, s) in p.placement_costs(value_and_grad=False).items()}
+    assert grad_only["whole function"].flops == pytest.approx(grad_only["nowhere"].flops, rel=0.01)
+    assert grad_only["whole function"].flops < step["whole function"].flops
+    assert grad_only["whole function"].temp_bytes >= grad_only["nowhere"].temp_bytes
+
+
+def test_residuals_kept_by_each_placement():
+    kept = {
+        k: listing.excluding_arguments().nbytes for k, (listing, _) in p.placement_costs().items()
+    }
+    assert kept["whole function"] == 0
+    assert kept["last stage"] < kept["nowhere"]
+    assert kept["first two stages"] < kept["last stage"]
+
+
+def test_placement_table_rows(step):
     costs = p.placement_costs()
-    temp = {k: stats.temp_bytes for k, (_, stats) in costs.items()}
-    assert temp["whole function"] >= temp["nowhere"]
-    assert temp["last stage"] >= temp["nowhere"]
-    # Checkpointing the first two stages does drop residuals at the JAX level; whether XLA's
-    # compiled memory follows depends on the backend (it did on CPU, not on an H100 under jit).
-    kept = {k: listing.excluding_arguments().nbytes for k, (listing, _) in costs.items()}
-    assert kept["first two stages"] < kept["nowhere"]
+    table = p.placement_table(costs)
+    assert table.column("`jax.checkpoint` on") == list(p.PLACEMENTS)
+    assert table.column("FLOPs vs. none")[0] == "1.00×"
+
+
+# --- 3. policy=None -------------------------------------------------------------------------------
 
 
 def test_policy_none_means_save_nothing():
@@ -36,11 +101,15 @@ def test_policy_none_means_save_nothing():
     assert len(listings["everything_saveable"].excluding_arguments()) > 0
 
 
+# --- 4. scan --------------------------------------------------------------------------------------
+
+
 def test_checkpoint_belongs_on_the_scanned_body():
     stats = p.scan_placement(depth=8, batch=16, width=64)
     body = stats["checkpoint on the scanned body"]
     plain = stats["no checkpoint"]
     around = stats["checkpoint around the scan"]
     assert body.temp_bytes < plain.temp_bytes
-    assert around.temp_bytes >= body.temp_bytes
+    assert around.temp_bytes >= plain.temp_bytes  # the whole-function mistake again
     assert body.flops > plain.flops
+    assert p.scan_table(stats).column("variant") == list(stats)

@@ -8,7 +8,8 @@ import jax
 import numpy as np
 import pytest
 
-from examples import policies
+from examples import explorer, offload, policies
+from examples.models import SIZES
 
 P = jax.checkpoint_policies
 ARGS = policies.model_inputs()
@@ -127,6 +128,27 @@ def test_save_anything_except_these_names_matches_what_the_page_says():
         assert describe(kept) == describe(everything)
 
 
+def test_an_honoured_exclusion_keeps_the_input_of_checkpoint_name_instead():
+    everything = computed(P.everything_saveable)
+    honoured = computed(policies.excluding_names("hidden"))
+    assert "hidden" not in [r.name for r in honoured]
+    # Only the named value is gone; the tanh output it was made from is kept as before.
+    (named,) = [r for r in everything if r.name == "hidden"]
+    assert [r.describe() for r in honoured] == [r.describe() for r in everything if r != named]
+    (tanh,) = [r for r in honoured if r.primitive == "tanh"]
+    assert tanh.shape == named.shape
+    # Excluding a name the model does not use changes nothing.
+    assert describe(computed(policies.excluding_names("nope"))) == describe(everything)
+
+
+def test_save_from_both_policies_refuses_an_offload_policy():
+    both = P.save_from_both_policies(
+        P.nothing_saveable, P.offload_dot_with_no_batch_dims("device", "pinned_host")
+    )
+    with pytest.raises(ValueError, match="should be a boolean"):
+        jax.grad(jax.checkpoint(policies.model, policy=both))(*ARGS)
+
+
 def test_save_from_both_policies_is_the_union():
     both = computed(policies.BY_NAME["save_from_both_policies"].build())
     dots = computed(P.dots_with_no_batch_dims_saveable)
@@ -134,12 +156,22 @@ def test_save_from_both_policies_is_the_union():
     assert sorted(describe(both)) == sorted(describe(dots + named))
 
 
-def test_under_vmap_no_product_lacks_a_batch_dimension():
+def test_under_vmap_with_per_stage_weights_no_product_lacks_a_batch_dimension():
     no_batch = policies.stacked_residuals(P.dots_with_no_batch_dims_saveable)
     assert len(no_batch.excluding_arguments()) == 0
     every_dot = policies.stacked_residuals(P.dots_saveable).excluding_arguments()
     assert [r.primitive for r in every_dot] == ["dot_general"] * 4
     assert all(r.shape[0] == 2 for r in every_dot)  # the stage axis
+
+
+def test_under_vmap_with_shared_weights_the_weight_products_are_still_kept():
+    shared = policies.stacked_residuals(P.dots_with_no_batch_dims_saveable, shared_weights=True)
+    kept = shared.excluding_arguments()
+    alone = computed(P.dots_with_no_batch_dims_saveable)
+    # The same two products as without vmap, each with the stage axis in front.
+    assert [r.primitive for r in kept] == ["dot_general"] * 2
+    assert [r.shape for r in kept] == [(2, *r.shape) for r in alone]
+    assert kept.nbytes == 2 * alone.nbytes
 
 
 def test_offload_policies_list_host_residuals():
@@ -168,7 +200,7 @@ def test_cpu_backend_keeps_offloaded_values_where_they_are():
         ("save_and_offload_only_these_names", 1),
         ("offload_dot_with_no_batch_dims", 2),
     ]:
-        evidence = policies.offload_evidence(policies.BY_NAME[name].build())
+        evidence = offload.offload_evidence(policies.BY_NAME[name].build())
         assert evidence.jaxpr_host_transfers == transfers, name
         assert not evidence.compiled_uses_host_memory, name
         assert not evidence.host_temp_bytes, name
@@ -252,30 +284,54 @@ def test_summary_rows_cover_the_catalogue():
     assert [r.policy for r in rows[1:]] == expected
     by_name = {r.policy: r for r in rows}
     assert by_name["nothing_saveable"].count == 0
-    assert by_name["(no jax.checkpoint)"].nbytes == by_name["everything_saveable"].nbytes
+    assert by_name[policies.NO_CHECKPOINT].nbytes == by_name["everything_saveable"].nbytes
     assert by_name["dots_saveable"].nbytes > by_name["dots_with_no_batch_dims_saveable"].nbytes
     assert by_name["save_only_these_names"].count == 1
-    table = policies.summary_markdown(rows)
-    assert "| `checkpoint_dots` (= `dots_saveable`) |" in table
-    assert len(table.splitlines()) == len(rows) + 2
+    table = policies.summary_table(rows)
+    assert "`checkpoint_dots` (= `dots_saveable`)" in table.column("policy")
+    assert len(table.rows) == len(rows)
+    assert table.column("count") == [str(r.count) for r in rows]
 
 
-def test_offload_markdown_has_one_row_per_policy():
+def test_offload_table_has_one_row_per_policy():
     names = ("offload_dot_with_no_batch_dims", "nothing_saveable")
-    table = policies.offload_markdown(names)
-    rows = table.splitlines()[2:]
-    assert [row.split("|")[1].strip() for row in rows] == [f"`{n}`" for n in names]
-    assert rows[0].split("|")[2].strip() == "2"  # two products sent to the host
-    assert rows[1].split("|")[2].strip() == "0"
+    table = offload.offload_table(names)
+    assert table.column("policy") == [f"`{n}`" for n in names]
+    assert table.column("host transfers in jaxpr") == ["2", "0"]  # two products to the host
 
 
-def test_show_prints_a_listing_without_machine_paths(capsys):
-    policies.show("save_only_these_names")
-    out = capsys.readouterr().out
-    assert "named 'hidden' from examples/policies.py:" in out
-    assert "-> kept: hidden; 256 B" in out
-    assert "/" + "work" not in out
-    assert "site-packages" not in out
+def test_relation_words():
+    assert policies.relation(2, 1) == "more than"
+    assert policies.relation(1, 1) == "the same as"
+    assert policies.relation(0, 1) == "less than"
+
+
+# --- everything_saveable is not a free way to switch remat off -----------------------------------
+
+
+def test_everything_saveable_is_not_the_program_without_checkpoint():
+    """The reference page: same residuals as no checkpoint, but a program that costs no less."""
+    plain, every = explorer.measure(
+        SIZES["small"], [explorer.NO_REMAT, "everything_saveable"], time_steps=False
+    )
+    assert every.residual_bytes_per_layer == pytest.approx(plain.residual_bytes_per_layer, abs=16)
+    assert every.flops >= plain.flops
+    assert every.temp_bytes >= plain.temp_bytes
+    assert (every.flops, every.temp_bytes) != (plain.flops, plain.temp_bytes)
+
+
+def test_committed_gpu_run_shows_everything_saveable_costing_more():
+    runs = explorer.load_all(policies_data())
+    (gpu,) = [r for r in runs if r.runinfo["backend"] == "gpu"]
+    rows = {r.policy: r for r in gpu.results}
+    plain, every = rows[explorer.NO_REMAT], rows["everything_saveable"]
+    assert every.temp_bytes > plain.temp_bytes
+    assert every.step_time_s > plain.step_time_s  # "its median step time was higher too"
+    assert every.timing is None  # ... and no spread: the page does not call it slower
+
+
+def policies_data():
+    return explorer.RUNS
 
 
 # --- on a GPU, offloaded residuals really go to pinned host memory ------------------------
@@ -287,11 +343,11 @@ def test_show_prints_a_listing_without_machine_paths(capsys):
 )
 def test_offload_moves_residuals_to_pinned_host_on_gpu(name):
     """The compiled program places the offloaded residuals in host memory, unlike a control."""
-    assert "pinned_host" in policies.memory_kinds()
+    assert "pinned_host" in offload.memory_kinds()
     args = policies.model_inputs(batch=8, seq=128, width=256)
     with jax.default_matmul_precision("highest"):
-        evidence = policies.offload_evidence(policies.BY_NAME[name].build(), *args)
-        control = policies.offload_evidence(P.dots_with_no_batch_dims_saveable, *args)
+        evidence = offload.offload_evidence(policies.BY_NAME[name].build(), *args)
+        control = offload.offload_evidence(P.dots_with_no_batch_dims_saveable, *args)
     assert evidence.jaxpr_host_transfers > 0, evidence
     # XLA shows host placement in the HLO (memory space S(5)) and/or in its memory analysis.
     assert evidence.compiled_uses_host_memory or (evidence.host_temp_bytes or 0) > 0, evidence

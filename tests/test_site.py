@@ -25,7 +25,7 @@ TEXT_SUFFIXES = {".html", ".js", ".css", ".txt", ".ipynb", ".md", ".xml", ".json
 
 def _load_make_inventories():
     spec = importlib.util.spec_from_file_location(
-        "make_inventories", ROOT / "docs" / "_ext" / "make_inventories.py"
+        "make_inventories", ROOT / "docs" / "_tools" / "make_inventories.py"
     )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -70,9 +70,9 @@ def test_committed_inventories_match_their_list(tmp_path):
     module.write(tmp_path)
     for stem in module.INVENTORIES:
         committed, fresh = INVENTORIES / f"{stem}.inv", tmp_path / f"{stem}.inv"
-        assert committed.is_file(), f"{committed} is missing: run docs/_ext/make_inventories.py"
+        assert committed.is_file(), f"{committed} is missing: run docs/_tools/make_inventories.py"
         assert _read_inventory(committed) == _read_inventory(fresh), (
-            f"{committed} is out of date: run docs/_ext/make_inventories.py"
+            f"{committed} is out of date: run docs/_tools/make_inventories.py"
         )
 
 
@@ -82,7 +82,7 @@ def test_every_checkpoint_policy_of_the_installed_jax_has_a_link():
     public = {n for n in dir(jax.checkpoint_policies) if not n.startswith("_")}
     _, entries = _read_inventory(INVENTORIES / "jax.inv")
     listed = {n.removeprefix("jax.checkpoint_policies.") for n in entries}
-    assert public - listed == set(), "add these policies to docs/_ext/make_inventories.py"
+    assert public - listed == set(), "add these policies to docs/_tools/make_inventories.py"
 
 
 @pytest.mark.parametrize(
@@ -262,6 +262,82 @@ def test_hosting_files_are_there():
     assert (
         site / urllib.parse.urlsplit(card.group(1)).path.removeprefix(hosted_path(site))
     ).is_file()
+
+
+# --- Expected errors show their message, not a wall of traceback -------------------------------
+
+#: The most lines of traceback a cell's error output may show (CONTRIBUTING.md, "A page": a
+#: page with raises-exception cells runs `%xmode minimal` in a remove-cell after its banner).
+MAX_TRACEBACK_LINES = 12
+
+
+class _ErrorOutputs(html.parser.HTMLParser):
+    """The text of every cell error output (myst-nb's `output traceback` element) in a page."""
+
+    def __init__(self):
+        super().__init__()
+        self.outputs: list[str] = []
+        self._depth = 0  # elements open inside the current error output; 0 when outside one
+        self._text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        if self._depth:
+            self._depth += 1
+        elif {"output", "traceback"} <= set((dict(attrs).get("class") or "").split()):
+            self._depth, self._text = 1, []
+
+    def handle_startendtag(self, tag, attrs):
+        pass  # a void element (<br/>) opens nothing
+
+    def handle_endtag(self, tag):
+        if self._depth:
+            self._depth -= 1
+            if not self._depth:
+                self.outputs.append("".join(self._text))
+
+    def handle_data(self, data):
+        if self._depth:
+            self._text.append(data)
+
+
+def error_outputs(page_html: str) -> list[str]:
+    parser = _ErrorOutputs()
+    parser.feed(page_html)
+    return parser.outputs
+
+
+def traceback_lines(output: str) -> int:
+    return len(output.strip("\n").splitlines())
+
+
+def test_error_output_parser_finds_both_renderings_and_counts_lines():
+    """The parser behind the 12-line rule reads both forms myst-nb writes, and can fail."""
+    highlighted = (
+        '<div class="output traceback highlight-ipythontb notranslate"><div class="highlight">'
+        '<pre><span></span><span class="ne">TypeError</span>: bad<br/>\n</pre></div></div>'
+    )
+    long = "\n".join(f'  File "x.py", line {i}, in f' for i in range(13))
+    literal = f'<pre class="output traceback literal-block">{long}\n</pre><p>after</p>'
+    found = error_outputs(f"<p>before</p>{highlighted}<div>{literal}</div>")
+    assert found == ["TypeError: bad\n", long + "\n"]
+    assert [traceback_lines(o) for o in found] == [1, 13]
+    assert traceback_lines(found[1]) > MAX_TRACEBACK_LINES
+
+
+def test_no_error_output_shows_more_than_12_lines_of_traceback():
+    pages = _site_files({".html"})
+    shown = {page: error_outputs(page.read_text(encoding="utf-8")) for page in pages}
+    if not any(shown.values()):
+        pytest.skip("no executed page in this build shows an error output")
+    too_long = [
+        f"{page.relative_to(HTML)}: {traceback_lines(o)} lines, starting {o.strip()[:80]!r}"
+        for page, outputs in shown.items()
+        for o in outputs
+        if traceback_lines(o) > MAX_TRACEBACK_LINES
+    ]
+    assert too_long == [], (
+        "put `%xmode minimal` in a remove-cell right after the banner (CONTRIBUTING.md)"
+    )
 
 
 # --- Two builds of one commit give the same site ------------------------------------------------

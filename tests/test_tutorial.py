@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from examples import tutorial as T
+from examples.fwd_bwd import fwd_bwd
 from examples.residuals import saved_residuals
 
 # -- independent float64 references ---------------------------------------------------------------
@@ -98,14 +99,37 @@ def test_save_only_a_keeps_one_named_value():
     assert _describe(listing) == [*ARGS, ("named", "a", (5,))]
 
 
-def test_remat_traces_like_checkpoint():
-    check = T.remat_alias_check()
-    assert check["same jaxpr"] is True
-    assert check["jax.remat is jax.checkpoint"] is (jax.remat is jax.checkpoint)
+def test_remat_is_a_narrower_wrapper_of_checkpoint():
+    facts = T.remat_vs_checkpoint()
+    assert facts["same_object"] is False
+    assert jax.remat is not jax.checkpoint
+    assert facts["remat_lacks"] == ["static_argnames"]
+    with pytest.raises(TypeError, match="unexpected keyword argument 'static_argnames'"):
+        jax.remat(jnp.sin, static_argnames=("x",))
+    jax.checkpoint(jnp.sin, static_argnames=("x",))  # accepted (and ignored: migration notes)
+    assert facts["remat_prevent_cse"] == "bool"
+    assert facts["checkpoint_prevent_cse"] == "bool | Sequence[bool]"
+    # Both trace to one program, and jax.remat forwards a per-argument tuple unchecked.
+    assert facts["same_jaxpr"] is True
+    assert facts["remat_tuple_same_jaxpr"] is True
     x = jnp.linspace(0.0, 1.0, 4)
     np.testing.assert_allclose(
         jax.grad(lambda v: jnp.sum(jax.remat(jnp.sin)(v)))(x), np.cos(np.asarray(x)), rtol=1e-6
     )
+
+
+def test_page_policy_cell_matches_the_module():
+    page = jax.checkpoint(T.f, policy=jax.checkpoint_policies.dots_with_no_batch_dims_saveable)
+    args = T.chain_inputs()
+    assert _describe(saved_residuals(page, *args)) == _describe(
+        saved_residuals(T.f_dots_saveable, *args)
+    )
+
+
+def test_dots_policy_forward_passes_products_through_reduce_precision():
+    view = fwd_bwd(T.f_dots_saveable, *T.chain_inputs())
+    assert view.count("reduce_precision", "forward") == 3
+    assert view.count("cos", "forward") == 0
 
 
 # -- fundamentals ---------------------------------------------------------------------------------
@@ -148,17 +172,78 @@ def test_composition_gradients_do_not_depend_on_placement():
         np.testing.assert_allclose(jax.grad(lambda v, fn=fn: jnp.sum(fn(v)))(x), want, rtol=1e-5)
 
 
-def test_placement_table_recompute_and_kept():
-    rows = {r.placement: r for r in T.placement_table(jnp.ones(3))}
+def test_checkpoint_by_hand_keeps_what_jax_checkpoint_keeps():
+    x = jnp.linspace(-1.5, 1.5, 5)
+    with_jax = lambda v: T.stage_h(jax.checkpoint(T.stage_g)(v))
+    by_hand = lambda v: T.stage_h(T.checkpoint_by_hand(T.stage_g)(v))
+    assert _describe(saved_residuals(with_jax, x)) == _describe(saved_residuals(by_hand, x))
+    xs = np.asarray(x, np.float64)
+    want = np.cos(xs) * np.cos(np.sin(xs))
+    want = want * np.cos(np.sin(np.sin(xs))) * np.cos(np.sin(np.sin(np.sin(xs))))
+    for fn in (with_jax, by_hand):
+        np.testing.assert_allclose(jax.grad(lambda v, fn=fn: jnp.sum(fn(v)))(x), want, rtol=1e-5)
+
+
+def test_checkpoint_by_hand_on_the_chain_matches_per_stage_checkpoints():
+    def f_by_hand(W1, W2, W3, x):
+        stage = T.checkpoint_by_hand(T.g)
+        return stage(W3, stage(W2, stage(W1, x)))
+
+    args = _random_chain_inputs(3)
+    assert _describe(saved_residuals(f_by_hand, *args)) == _describe(
+        saved_residuals(T.f_checkpoint_each, *args)
+    )
+    _, want = _chain_value_and_grads_np(args[:3], args[3])
+    got = jax.grad(lambda *a: jnp.sum(f_by_hand(*a)), argnums=(0, 1, 2, 3))(*args)
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_checkpoint_acts_on_linearize_not_on_jvp():
+    two_sines = lambda x: jnp.sin(jnp.sin(x))
+    x = jnp.linspace(0.1, 1.0, 3)
+    plain = T.jvp_and_linearize(two_sines, x)
+    checkpointed = T.jvp_and_linearize(jax.checkpoint(two_sines), x)
+    # jvp: the same sines and cosines, nothing recomputed.
+    assert plain["jvp_sin_cos"] == checkpointed["jvp_sin_cos"] == 4
+    # linearize: the plain linear function closes over two cosines and evaluates none; the
+    # checkpointed one closes over the input and recomputes a sine and two cosines.
+    assert (plain["linear_sin_cos"], plain["linear_consts"]) == (0, 2)
+    assert (checkpointed["linear_sin_cos"], checkpointed["linear_consts"]) == (3, 1)
+    table = T.jvp_linearize_table(two_sines, x)
+    assert table.column("sin + cos in the linear function") == ["0", "3"]
+    # and the tangents agree
+    t = jnp.ones_like(x)
+    np.testing.assert_allclose(
+        jax.jvp(two_sines, (x,), (t,))[1], jax.jvp(jax.checkpoint(two_sines), (x,), (t,))[1]
+    )
+
+
+def test_composition_peaks_favour_the_first_stage():
+    peaks = T.composition_peaks(jnp.linspace(0.1, 1.0, 3))
+    none = peaks["no checkpoint"]
+    assert peaks["checkpoint g (first stage)"] < none  # "the peak drops"
+    assert peaks["checkpoint h (last stage)"] == none  # "the plain one"
+    assert peaks["checkpoint h o g (everything)"] == none
+
+
+def test_placement_rows_kept_recomputed_and_peak():
+    rows = {r.placement: r for r in T.placement_rows(jnp.ones(3))}
     none = rows["none"]
-    assert none.kept == 6
-    assert none.recomputed_sines == 0
+    assert (none.kept, none.recomputed_sines) == (6, 0)
     # Checkpointing everything keeps nothing but recomputes every sine but the output's.
-    assert rows["f3 o f2 o f1 (all)"].kept == 0
-    assert rows["f3 o f2 o f1 (all)"].recomputed_sines == 5
+    assert (rows["f3 o f2 o f1 (all)"].kept, rows["f3 o f2 o f1 (all)"].recomputed_sines) == (0, 5)
     for name in ("f1", "f2", "f2 o f1", "f1 and f2", "f3 (last)"):
         assert rows[name].kept < none.kept
         assert rows[name].recomputed_sines >= 1
+    # The rule of thumb: prefixes lower the peak, the last stage and the whole chain do not.
+    for name in ("f1", "f2", "f2 o f1", "f1 and f2"):
+        assert rows[name].peak < none.peak, name
+    assert rows["f3 (last)"].peak == none.peak
+    assert rows["f3 o f2 o f1 (all)"].peak == none.peak
+    table = T.placement_table(list(rows.values()))
+    assert table.header[-1] == "peak (values held)"
+    assert len(table.rows) == 7
 
 
 def test_a_policy_allows_but_only_needed_values_are_saved():
@@ -237,10 +322,23 @@ def test_model_gradients_match_across_policies():
 
 
 def test_policy_table_marks_the_missing_name():
-    table = {name: exists for name, exists, _ in T.policy_table()}
+    table = {name: exists for name, exists, _ in T.policy_rows()}
     assert table.pop("save_anything_but_these_names") is False
     assert all(table.values()), table
     assert jax.checkpoint_policies.checkpoint_dots is jax.checkpoint_policies.dots_saveable
+    rendered = T.policy_table().to_markdown()
+    assert "| `save_anything_but_these_names` | **no** |" in rendered
+
+
+def test_save_anything_except_these_names_ignores_its_names():
+    cp = jax.checkpoint_policies
+    args = T.chain_inputs()
+    excluded = saved_residuals(
+        jax.checkpoint(T.f_named, policy=cp.save_anything_except_these_names("a")), *args
+    )
+    everything = saved_residuals(jax.checkpoint(T.f_named, policy=cp.everything_saveable), *args)
+    assert _describe(excluded) == _describe(everything)
+    assert "a" in {r.name for r in excluded}
 
 
 # -- recursive checkpointing ----------------------------------------------------------------------
@@ -296,37 +394,35 @@ def test_plot_depth_sweep_has_labels():
     plt.close(fig)
 
 
-# -- scan over layers -----------------------------------------------------------------------------
+def test_depth_table_lists_every_row():
+    rows = T.depth_sweep((2, 4))
+    table = T.depth_table(rows)
+    assert table.column("D") == ["2", "4"]
+    assert table.column("kept: recursive") == [str(r.recursive_residuals) for r in rows]
 
 
-def test_scan_checkpointed_body_uses_less_temp_memory():
-    plain, checkpointed, dots = T.scan_stats(depth=8, batch=64, width=64)
-    assert plain.body == "plain body"
-    assert checkpointed.temp_bytes < plain.temp_bytes
-    if plain.flops and checkpointed.flops:
-        assert checkpointed.flops > plain.flops
-    # Keeping each layer's matrix product costs memory that full remat of the body does not.
-    assert checkpointed.temp_bytes < dots.temp_bytes
+def test_every_glued_key_on_the_page_is_glued():
+    """Each {glue:text}`key` of the page is glued by a cell or by a facts function.
 
+    Partial builds (REMAT_GUIDE_EXECUTE_ONLY) silence missing-glue warnings, so this keeps a
+    misspelt key from rendering as nothing.
+    """
+    import re
+    from pathlib import Path
 
-def test_scan_gradients_do_not_depend_on_the_body():
-    weights, biases, x = T.scan_inputs(depth=3, batch=4, width=8)
-    h = np.asarray(x, np.float64)
-    for W, b in zip(np.asarray(weights, np.float64), np.asarray(biases, np.float64), strict=True):
-        h = np.maximum(h @ W + b, 0.0)
-    loss = T.scan_mlp_loss(T.SCAN_BODIES["plain body"])
-    np.testing.assert_allclose(loss(weights, biases, x), np.mean(h**2), rtol=1e-5)
-    grads = [
-        jax.grad(T.scan_mlp_loss(body), argnums=(0, 1))(weights, biases, x)
-        for body in T.SCAN_BODIES.values()
-    ]
-    for other in grads[1:]:
-        for a, b in zip(grads[0], other, strict=True):
-            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+    from examples import tutorial_jit as J
+    from examples import tutorial_when_not as N
 
-
-def test_scan_table_renders_every_body():
-    rows = [T.ScanRow("plain body", 2**21, 4e6), T.ScanRow("checkpointed body", 2**20, 5e6)]
-    table = T.scan_table(rows)
-    assert "| plain body | 2.0 MiB | 4 M | 1.00× |" in table
-    assert "| checkpointed body | 1.0 MiB | 5 M | 1.25× |" in table
+    page = (Path(__file__).parent.parent / "docs/tutorial/gradient-checkpointing.md").read_text()
+    used = set(re.findall(r"\{glue:text\}`([A-Za-z_0-9]+)(?::[^`]*)?`", page))
+    cells = re.findall(r"```\{code-cell\}[^\n]*\n(.*?)```", page, re.S)
+    in_cells = {k for c in cells if "glue(" in c for k in re.findall(r'"([a-z_]+)"', c)}
+    scan = J.scan_rows(2, 8, 16)
+    facts = {
+        **J.scan_facts(scan, J.flops_by_depth((2, 4), 8, 16)),
+        **J.straight_line_facts(J.straight_line_rows(2, 8, 16)),
+        **N.not_worth_it_facts(N.not_worth_it_rows(2, 8, 16)),
+    }
+    missing = used - in_cells - set(facts)
+    assert not missing, f"glued on the page but never glued: {sorted(missing)}"
+    assert used, "the page glues nothing"

@@ -1,7 +1,9 @@
 """Site-specific Sphinx glue for the JAX Remat Guide.
 
 - Every page built from a notebook offers its executed notebook (``.ipynb``) in the download menu
-  beside the ``.md`` source; sphinx-book-theme does that only when launch buttons are on.
+  beside the ``.md`` source, opened by the setup cell that installs the guide's package
+  (:mod:`take_home`); sphinx-book-theme offers a notebook only when launch buttons are on, and
+  then without outputs.
 - Cell outputs, the downloadable notebooks and the execution reports never show a path of the
   build machine (see :func:`examples.paths.scrub_paths`).
 - The 404 page's links work from any depth (absolute, under the path the site is served from).
@@ -13,6 +15,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import take_home
 from docutils import nodes
 from sphinx.application import Sphinx
 
@@ -60,9 +63,24 @@ def _with_cached_outputs(app: Sphinx, notebook: dict) -> dict:
     return json.loads(nbformat.writes(merged))
 
 
+def _executed_notebook(app: Sphinx, pagename: str) -> Path:
+    return Path(app.outdir).parent / "jupyter_execute" / f"{pagename}.ipynb"
+
+
 def offer_notebook(app: Sphinx, pagename: str, templatename, context, doctree) -> None:
-    """Copy the executed notebook next to the page's sources and add it to the download menu."""
-    executed = Path(app.outdir).parent / "jupyter_execute" / f"{pagename}.ipynb"
+    """Add the page's notebook to the download menu (before the theme builds the menu)."""
+    if doctree is not None and _executed_notebook(app, pagename).is_file():
+        context["ipynb_source"] = f"{pagename}.ipynb"
+
+
+def write_notebook(app: Sphinx, pagename: str, templatename, context, doctree) -> None:
+    """Write the notebook the download menu offers: ``_sources/PAGE.ipynb``.
+
+    The executed notebook with its cached outputs, stable cell ids and no machine paths, opened by
+    the setup cell of :mod:`take_home` that installs the guide's package. This runs after the
+    theme, whose launch buttons copy the bare notebook to the same place.
+    """
+    executed = _executed_notebook(app, pagename)
     if doctree is None or not executed.is_file():
         return
     target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
@@ -73,11 +91,11 @@ def offer_notebook(app: Sphinx, pagename: str, templatename, context, doctree) -
     for number, cell in enumerate(notebook.get("cells", [])):
         if "id" in cell:
             cell["id"] = f"cell-{number}"
+    notebook = take_home.with_setup_cell(app, notebook)
     target.write_text(
         scrub_paths(json.dumps(notebook, indent=1, ensure_ascii=False), _roots(app)) + "\n",
         encoding="utf-8",
     )
-    context["ipynb_source"] = f"{pagename}.ipynb"
 
 
 def absolute_links_on_404(app: Sphinx, doctree: nodes.document, docname: str) -> None:
@@ -121,6 +139,8 @@ def setup(app: Sphinx) -> dict[str, object]:
     app.connect("doctree-read", scrub_outputs)
     app.connect("doctree-resolved", absolute_links_on_404)
     app.connect("build-finished", drop_fontawesome_js)
-    # Before sphinx-book-theme builds its header buttons (priority 501).
+    # The menu entry before sphinx-book-theme builds its header buttons (priority 501); the file
+    # after them, since its launch buttons copy the bare notebook to the same place.
     app.connect("html-page-context", offer_notebook, priority=500)
+    app.connect("html-page-context", write_notebook, priority=600)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -74,11 +74,13 @@ class Table:
     ) -> None:
         self.header = [str(h) for h in header]
         self.rows = [self._cells(row) for row in rows]
-        if align is None:
-            align = ["left"] + ["right"] * (len(self.header) - 1)
-        if len(align) != len(self.header):
-            raise ValueError(f"{len(align)} alignments for {len(self.header)} columns")
-        self.align = list(align)
+        self.align: list[Align] = (
+            ["left" if i == 0 else "right" for i in range(len(self.header))]
+            if align is None
+            else list(align)
+        )
+        if len(self.align) != len(self.header):
+            raise ValueError(f"{len(self.align)} alignments for {len(self.header)} columns")
         self.caption = caption
 
     def _cells(self, row: Sequence[Any] | Mapping[str, Any]) -> list[str]:

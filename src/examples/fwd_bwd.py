@@ -16,6 +16,8 @@ The result renders as two ``<pre>`` columns in a notebook (they stack on a narro
 their colours from the page's theme) and as plain text in a terminal. By default the jaxprs are
 printed compactly: one line per equation, with the parameters that only matter to the compiler
 (``dimension_numbers``, ``precision``, ...) left out. ``style="jax"`` prints JAX's own text.
+On a page, a view whose longer column has more than ``examples.display.FOLD_AFTER`` lines folds
+behind a one-line summary (an HTML ``<details>``), like the site's other long listings.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import jax
 import numpy as np
 from jax.extend import core as jex_core
 
+from examples.display import FOLD_AFTER
 from examples.jaxprs import open_jaxpr, primitive_counts, remat_primitive_name, sub_jaxprs
 
 Style = Literal["compact", "jax"]
@@ -76,11 +79,15 @@ class FwdBwd:
     #: Column titles, shared by the text and HTML renderings.
     TITLES = ("forward pass (jax.vjp)", "backward pass (vjp_fn(cotangent))")
 
-    def __init__(self, forward: Any, backward: Any, style: Style = "compact") -> None:
+    def __init__(
+        self, forward: Any, backward: Any, style: Style = "compact", fold_after: int = FOLD_AFTER
+    ) -> None:
         self.forward = forward  #: the forward ``ClosedJaxpr``
         self.backward = backward  #: the backward ``ClosedJaxpr``
         self.style = style
         self.remat_name = remat_primitive_name()
+        #: On a page, columns longer than this many lines fold behind a one-line summary.
+        self.fold_after = fold_after
 
     # -- what the reader asks of it ----------------------------------------------------------
 
@@ -121,6 +128,26 @@ class FwdBwd:
         rows = itertools.zip_longest(left, right, fillvalue="")
         return "\n".join(f"{a:<{left_width + gap}}{b}".rstrip() for a, b in rows)
 
+    @property
+    def lines(self) -> tuple[int, int]:
+        """Lines of the forward and of the backward listing."""
+        return len(self.forward_text.splitlines()), len(self.backward_text.splitlines())
+
+    @property
+    def folded(self) -> bool:
+        return max(self.lines) > self.fold_after
+
+    @property
+    def summary(self) -> str:
+        """The one line shown above a folded view."""
+        forward, backward = self.lines
+        remats = self.remat_count()
+        recomputed = f", {remats} {self.remat_name} equations" if remats else ""
+        return (
+            f"forward and backward jaxprs ({forward} and {backward} lines{recomputed}; "
+            "click to open)"
+        )
+
     def _repr_html_(self) -> str:
         columns = "".join(
             _html_column(title, text, self.remat_name)
@@ -128,9 +155,15 @@ class FwdBwd:
                 self.TITLES, (self.forward_text, self.backward_text), strict=True
             )
         )
-        return (
+        view = (
             '<div class="remat-fwdbwd" style="display:flex;flex-wrap:wrap;gap:0.75rem;'
             'align-items:flex-start;margin:0.25rem 0;">' + columns + "</div>"
+        )
+        if not self.folded:
+            return view
+        return (
+            f'<details class="remat-folded"><summary>{html.escape(self.summary)}</summary>'
+            f"{view}</details>"
         )
 
 

@@ -172,7 +172,7 @@ def remat_primitive_name() -> str:
     """
     jaxpr = jax.make_jaxpr(jax.checkpoint(lambda x: x * x))(1.0)
     (site,) = [eqn for eqn in jaxpr.jaxpr.eqns if is_remat(eqn)]
-    return site.primitive.name
+    return str(site.primitive.name)
 
 
 def traced_remat_sites(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> list[RematSite]:

@@ -11,11 +11,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import jax
 
+from examples.display import Table, format_bytes, format_ratio
 from examples.measure import compiled_stats
 from examples.models import scan_loss, stacked_tanh, tanh_layer
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 STRATEGIES: dict[str, Callable[[jax.Array, jax.Array], jax.Array]] = {
     "no checkpoint": tanh_layer,
@@ -30,8 +35,8 @@ STRATEGIES: dict[str, Callable[[jax.Array, jax.Array], jax.Array]] = {
 class Tradeoff:
     strategy: str
     temp_bytes: int
-    flops: float
-    relative_flops: float  #: FLOPs divided by those of "no checkpoint"
+    flops: float | None  #: ``None`` where XLA counts none
+    relative_flops: float  #: FLOPs divided by those of "no checkpoint"; NaN where either is missing
 
 
 def measure(depth: int = 16, batch: int = 64, width: int = 128) -> list[Tradeoff]:
@@ -41,12 +46,28 @@ def measure(depth: int = 16, batch: int = 64, width: int = 128) -> list[Tradeoff
     }
     base = stats["no checkpoint"].flops
     return [
-        Tradeoff(name, s.temp_bytes, s.flops, s.flops / base if base else float("nan"))
+        Tradeoff(
+            name,
+            s.temp_bytes,
+            s.flops,
+            s.flops / base if s.flops is not None and base else float("nan"),
+        )
         for name, s in stats.items()
     ]
 
 
-def plot(rows: list[Tradeoff]):
+def table(rows: list[Tradeoff]) -> Table:
+    """The strategies' temporary memory and FLOPs relative to no checkpoint."""
+    return Table(
+        ["strategy", "temporary memory", "FLOPs vs. no checkpoint"],
+        [
+            [r.strategy, format_bytes(r.temp_bytes), format_ratio(r.flops, rows[0].flops)]
+            for r in rows
+        ],
+    )
+
+
+def plot(rows: list[Tradeoff]) -> Figure:
     """Two bar charts side by side: XLA's temporary memory, and FLOPs relative to no remat."""
     import matplotlib.pyplot as plt
 

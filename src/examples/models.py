@@ -4,8 +4,8 @@ function applied over weights stacked along a leading axis with ``jax.lax.scan``
 - :func:`scan_loss` turns a layer ``(carry, layer_params) -> carry`` into a loss over the stack;
 - :func:`tanh_layer` and :func:`stacked_tanh` are the small MLP of the landing page and the
   pitfalls page;
-- :class:`Config`, :func:`block` and friends are the pre-norm transformer of the explorer, the
-  how-to guides and the sharded step.
+- :class:`Config`, :func:`block` and friends are the pre-norm transformer of the explorer and the
+  sharded step; :func:`named_block` is the same layer with names, for the how-to guides.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
@@ -111,5 +111,40 @@ def block(h: jax.Array, p: dict[str, jax.Array], heads: int) -> jax.Array:
     logits = checkpoint_name(logits, "attn_logits")
     attended = jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(logits, axis=-1), v)
     h = h + attended.reshape(b, s, d) @ p["wo"]
-    hidden = checkpoint_name(jax.nn.gelu(rms_norm(h) @ p["w1"]), "mlp_hidden")
+    hidden: jax.Array = checkpoint_name(jax.nn.gelu(rms_norm(h) @ p["w1"]), "mlp_hidden")
     return h + hidden @ p["w2"]
+
+
+Attention = Literal["einsum", "dot_product_attention"]
+#: Every name :func:`named_block` attaches, in the order it computes them.
+BLOCK_NAMES = ("qkv", "attn_probs", "mlp_pre")
+
+
+def named_block(
+    h: jax.Array, p: dict[str, jax.Array], heads: int, attention: Attention = "einsum"
+) -> jax.Array:
+    """:func:`block` with the values a policy may want to keep named, and a choice of attention.
+
+    Same weights and math as :func:`block`. ``checkpoint_name`` marks the attention projections
+    (``"qkv"``), the attention weights (``"attn_probs"``, where the attention is written out) and
+    the MLP's pre-activation (``"mlp_pre"``); ``attention="dot_product_attention"`` uses
+    ``jax.nn.dot_product_attention``, as production models do. Any dtype goes through: with
+    bfloat16 parameters and inputs it runs in bfloat16, logits and softmax in float32.
+    """
+    b, s, d = h.shape
+    qkv = checkpoint_name(rms_norm(h) @ p["wqkv"], "qkv")
+    q, k, v = (t.reshape(b, s, heads, d // heads) for t in jnp.split(qkv, 3, axis=-1))
+    if attention == "einsum":
+        logits = jnp.einsum("bqhd,bkhd->bhqk", q, k, preferred_element_type=jnp.float32)
+        probs = jax.nn.softmax(logits / math.sqrt(d // heads), axis=-1)
+        probs = checkpoint_name(probs, "attn_probs")  # float32: what softmax's derivative reads
+        attended = jnp.einsum("bhqk,bkhd->bqhd", probs.astype(h.dtype), v)
+    elif attention == "dot_product_attention":
+        attended = jax.nn.dot_product_attention(q, k, v)
+    else:
+        raise ValueError(
+            f"attention must be 'einsum' or 'dot_product_attention', not {attention!r}"
+        )
+    h = h + attended.reshape(b, s, d) @ p["wo"]
+    pre = checkpoint_name(rms_norm(h) @ p["w1"], "mlp_pre")
+    return h + jax.nn.gelu(pre) @ p["w2"]

@@ -1,59 +1,92 @@
 """Remat mistakes seen in real projects, each measured rather than told.
 
-Backs ``docs/explorer/pitfalls.md``; tested in ``tests/test_pitfalls.py``.
+Backs ``docs/explorer/pitfalls.md``; tested in ``tests/test_pitfalls.py``. The network is the
+tanh MLP of :mod:`examples.models` (``tanh_layer``, ``stacked_tanh``, ``scan_loss``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
+from examples.display import Table, format_bytes, format_ratio
+from examples.jaxprs import walk
 from examples.measure import CompiledStats, compiled_stats
+from examples.models import scan_loss, stacked_tanh, tanh_layer
 from examples.residuals import Residuals, saved_residuals
 
 P = jax.checkpoint_policies
+VMAP_POLICIES = ("dots_with_no_batch_dims_saveable", "dots_saveable")
 
 
-def mlp_layer(w: jax.Array, x: jax.Array) -> jax.Array:
-    return jnp.tanh(x @ w)
+def stage_inputs(stages: int = 4, batch: int = 64, width: int = 256) -> tuple[jax.Array, jax.Array]:
+    """Weights ``(stages, width, width)`` and one input per stage ``(stages, batch, width)``."""
+    w, x = stacked_tanh(stages, batch, width)
+    return w, x * jnp.linspace(0.5, 1.5, stages)[:, None, None]
 
 
-def mlp_inputs(width: int = 256, batch: int = 64, stages: int = 4, seed: int = 0):
-    kw, kx = jax.random.split(jax.random.key(seed))
-    w = jax.random.normal(kw, (stages, width, width)) / jnp.sqrt(width)
-    return w, jax.random.normal(kx, (stages, batch, width))
+# --- 1. vmap and batch dimensions ----------------------------------------------------------------
 
 
-# --- 1. vmap gives every product a batch dimension -----------------------------------------------
-
-
-def vmapped_stages(policy: Any) -> tuple[Residuals, Residuals]:
+def vmapped_stages(policy: Any, shared_weights: bool = False) -> tuple[Residuals, Residuals]:
     """Residuals of one stage run alone, and of all stages run with ``jax.vmap``.
 
-    Both apply ``jax.checkpoint(mlp_layer, policy=policy)``; pipelining code often maps stages
-    like this, with a leading stage axis on weights and activations.
+    Both apply ``jax.checkpoint(tanh_layer, policy=policy)`` to ``(h, w)``. With
+    ``shared_weights`` every stage uses the same ``w`` (``in_axes=(0, None)``): only ``h`` is
+    mapped. Without, each stage has its own weights (``in_axes=(0, 0)``), as pipeline stages do.
     """
-    w, x = mlp_inputs()
-    layer = jax.checkpoint(mlp_layer, policy=policy)
-    alone = saved_residuals(lambda w, x: jnp.sum(layer(w, x)), w[0], x[0])
-    mapped = saved_residuals(lambda w, x: jnp.sum(jax.vmap(layer)(w, x)), w, x)
-    return alone, mapped
+    w, xs = stage_inputs()
+    layer = jax.checkpoint(tanh_layer, policy=policy)
+    alone = saved_residuals(lambda x, w: jnp.sum(layer(x, w)), xs[0], w[0])
+    if shared_weights:
+        mapped = jax.vmap(layer, in_axes=(0, None))
+        ws = w[0]
+    else:
+        mapped = jax.vmap(layer, in_axes=(0, 0))
+        ws = w
+    return alone, saved_residuals(lambda x, w: jnp.sum(mapped(x, w)), xs, ws)
+
+
+def product_dimensions(shared_weights: bool) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The batch dimensions ``(lhs, rhs)`` of the ``dot_general`` that ``jax.vmap`` makes of
+    ``h @ w`` in :func:`vmapped_stages`: empty with shared weights, the stage axis without."""
+    w, xs = stage_inputs()
+    in_axes = (0, None) if shared_weights else (0, 0)
+    jaxpr = jax.make_jaxpr(jax.vmap(tanh_layer, in_axes=in_axes))(xs, w[0] if shared_weights else w)
+    (eqn,) = [e for e, _ in walk(jaxpr.jaxpr) if e.primitive.name == "dot_general"]
+    _, (lhs_batch, rhs_batch) = eqn.params["dimension_numbers"]
+    return tuple(lhs_batch), tuple(rhs_batch)
+
+
+def vmap_table(policies: Sequence[str] = VMAP_POLICIES) -> Table:
+    """Bytes each policy keeps for one stage alone, and for the vmapped stages, both ways."""
+    rows = []
+    for name in policies:
+        alone, shared = vmapped_stages(getattr(P, name), shared_weights=True)
+        _, per_stage = vmapped_stages(getattr(P, name), shared_weights=False)
+        rows.append(
+            [f"`{name}`"]
+            + [format_bytes(r.excluding_arguments().nbytes) for r in (alone, shared, per_stage)]
+        )
+    header = ["policy", "one stage", "vmapped, shared weights", "vmapped, per-stage weights"]
+    return Table(header, rows)
 
 
 # --- 2. checkpointing the whole function, or its last stage --------------------------------------
 
 
 def _three_stages(w: jax.Array, x: jax.Array, wrap: str) -> jax.Array:
-    stages = [mlp_layer, mlp_layer, mlp_layer]
     if wrap == "first two stages":
-        first = jax.checkpoint(lambda w, x: mlp_layer(w[1], mlp_layer(w[0], x)))
-        return jnp.mean(mlp_layer(w[2], first(w, x)) ** 2)
+        first = jax.checkpoint(lambda w, x: tanh_layer(tanh_layer(x, w[0]), w[1]))
+        return jnp.mean(tanh_layer(first(w, x), w[2]) ** 2)
+    stages: list[Callable[..., jax.Array]] = [tanh_layer, tanh_layer, tanh_layer]
     if wrap == "last stage":
-        stages[2] = jax.checkpoint(mlp_layer)
+        stages[2] = jax.checkpoint(tanh_layer)
     for i, stage in enumerate(stages):
-        x = stage(w[i], x)
+        x = stage(x, w[i])
     return jnp.mean(x**2)
 
 
@@ -68,8 +101,8 @@ def placement_costs(
     With ``value_and_grad`` the compiled function returns the loss as well as the gradient, as a
     training step does; with ``jax.grad`` alone the loss is dead code that XLA may delete.
     """
-    w, x = mlp_inputs(stages=3)
-    x = x[0]
+    w, xs = stage_inputs(stages=3)
+    x = xs[0]
     differentiate = jax.value_and_grad if value_and_grad else jax.grad
     out = {}
     for where in PLACEMENTS:
@@ -81,19 +114,36 @@ def placement_costs(
     return out
 
 
+def placement_table(costs: dict[str, tuple[Residuals, CompiledStats]]) -> Table:
+    """One row per placement: residuals kept, XLA's temp memory, FLOPs against no checkpoint."""
+    base = costs["nowhere"][1].flops
+    rows = []
+    for where, (listing, stats) in costs.items():
+        kept = listing.excluding_arguments()
+        rows.append(
+            [
+                where,
+                f"{len(kept)} values, {format_bytes(kept.nbytes)}",
+                format_bytes(stats.temp_bytes),
+                format_ratio(stats.flops, base),
+            ]
+        )
+    return Table(["`jax.checkpoint` on", "kept (jaxpr)", "XLA temp memory", "FLOPs vs. none"], rows)
+
+
 # --- 3. policy=None ------------------------------------------------------------------------------
 
 
 def none_versus_named_policies() -> dict[str, Residuals]:
     """``policy=None`` next to ``everything_saveable`` and ``nothing_saveable``."""
-    w, x = mlp_inputs(stages=2)
-    two = lambda w, x: jnp.mean(mlp_layer(w[1], mlp_layer(w[0], x[0])) ** 2)
+    w, xs = stage_inputs(stages=2)
+    two = lambda w, x: jnp.mean(tanh_layer(tanh_layer(x[0], w[0]), w[1]) ** 2)
     return {
-        "policy=None": saved_residuals(jax.checkpoint(two, policy=None), w, x),
+        "policy=None": saved_residuals(jax.checkpoint(two, policy=None), w, xs),
         "everything_saveable": saved_residuals(
-            jax.checkpoint(two, policy=P.everything_saveable), w, x
+            jax.checkpoint(two, policy=P.everything_saveable), w, xs
         ),
-        "nothing_saveable": saved_residuals(jax.checkpoint(two, policy=P.nothing_saveable), w, x),
+        "nothing_saveable": saved_residuals(jax.checkpoint(two, policy=P.nothing_saveable), w, xs),
     }
 
 
@@ -102,20 +152,16 @@ def none_versus_named_policies() -> dict[str, Residuals]:
 
 def scan_placement(depth: int = 16, batch: int = 64, width: int = 256) -> dict[str, CompiledStats]:
     """XLA's memory and FLOPs: checkpoint on the scanned body, around the scan, or absent."""
-    kw, kx = jax.random.split(jax.random.key(0))
-    w = jax.random.normal(kw, (depth, width, width)) / jnp.sqrt(width)
-    x = jax.random.normal(kx, (batch, width))
-
-    def net(body):
-        def loss(w, x):
-            y, _ = jax.lax.scan(lambda h, wi: (body(wi, h), None), x, w)
-            return jnp.mean(y**2)
-
-        return loss
-
+    w, x = stacked_tanh(depth, batch, width)
     variants = {
-        "no checkpoint": net(mlp_layer),
-        "checkpoint around the scan": jax.checkpoint(net(mlp_layer)),
-        "checkpoint on the scanned body": net(jax.checkpoint(mlp_layer)),
+        "no checkpoint": scan_loss(tanh_layer),
+        "checkpoint around the scan": jax.checkpoint(scan_loss(tanh_layer)),
+        "checkpoint on the scanned body": scan_loss(jax.checkpoint(tanh_layer)),
     }
     return {name: compiled_stats(jax.grad(f), w, x) for name, f in variants.items()}
+
+
+def scan_table(stats: dict[str, CompiledStats]) -> Table:
+    base = stats["no checkpoint"].flops
+    rows = [[k, format_bytes(s.temp_bytes), format_ratio(s.flops, base)] for k, s in stats.items()]
+    return Table(["variant", "XLA temp memory", "FLOPs vs. no checkpoint"], rows)

@@ -8,7 +8,6 @@ describe, so the page cannot silently fall behind a JAX release.
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -17,8 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.ad_checkpoint import checkpoint_name
 
-from examples.jaxprs import walk
-from examples.residuals import Residuals, format_bytes, print_residuals, saved_residuals
+from examples.display import Table, format_bytes
+from examples.residuals import Residuals, saved_residuals
 
 P = jax.checkpoint_policies
 Kind = Literal["policy", "factory", "combinator", "offload", "class"]
@@ -54,8 +53,10 @@ CATALOGUE: tuple[Entry, ...] = (
     Entry(
         "everything_saveable",
         "policy",
-        "every intermediate value the backward pass needs: the same as not checkpointing",
-        "as a baseline, or to switch remat off for one run without editing the model",
+        "every intermediate value the backward pass needs: the residuals of no checkpoint",
+        "as a baseline that keeps what no checkpoint keeps. It is not a free way to switch remat "
+        "off: the compiled program can differ from the one without `jax.checkpoint` (measured "
+        "on the reference page)",
         lambda: P.everything_saveable,
     ),
     Entry(
@@ -87,8 +88,9 @@ CATALOGUE: tuple[Entry, ...] = (
         "the output of matrix products that have no batch dimension (weights times "
         "activations), not batched products such as attention scores",
         "MLP-heavy models: keeps the weight products, recomputes the large per-example "
-        "batched products. Under `jax.vmap` every product gets a batch dimension, and this "
-        "policy then keeps none",
+        "batched products. Under `jax.vmap` a product whose operands are both mapped (per-stage "
+        "weights) gets a batch dimension, and this policy then drops it; with shared weights "
+        "it still keeps it",
         lambda: P.dots_with_no_batch_dims_saveable,
     ),
     Entry(
@@ -115,16 +117,18 @@ CATALOGUE: tuple[Entry, ...] = (
     Entry(
         "save_anything_except_these_names",
         "factory",
-        "meant as: everything, named or not, except values with the given names. Some "
-        "releases ignore the names and save everything: see `excluded_names_honoured()`",
-        "no remat in general, but one or two huge tensors (attention logits, say) recomputed; "
-        "check with a residual listing that the named tensor really is dropped",
+        "documented as: everything, named or not, except values with the given names. The "
+        "installed JAX may ignore the names and save everything: see `excluded_names_honoured()`",
+        "nowhere yet: even where the names are honoured, the unnamed value that feeds "
+        "`checkpoint_name` is saveable in its place. Name what to keep and use "
+        "`save_any_names_but_these` or `save_only_these_names` instead",
         lambda: P.save_anything_except_these_names("hidden"),
     ),
     Entry(
         "save_from_both_policies",
         "combinator",
-        "whatever either of two policies allows (their union)",
+        "whatever either of two policies allows (their union); both must answer with a bool, "
+        "so an offload policy cannot be combined",
         "combining a structural rule with names, e.g. products plus one named activation",
         lambda: P.save_from_both_policies(
             P.dots_with_no_batch_dims_saveable, P.save_only_these_names("hidden")
@@ -271,23 +275,11 @@ def residuals(policy: Callable[..., Any] | None, *args: jax.Array) -> Residuals:
     return saved_residuals(f, *args)
 
 
-def show(name: str, *args: jax.Array) -> None:
-    """Print the residual listing of :func:`model` under the catalogue entry ``name``.
-
-    The listing is ``examples.residuals.print_residuals`` of ``jax.checkpoint(model, policy=...)``,
-    followed by one line: what was computed and kept, and its bytes.
-    """
-    checkpointed = jax.checkpoint(model, policy=BY_NAME[name].build())
-    listing = print_residuals(checkpointed, *(args or model_inputs()))
-    computed = listing.excluding_arguments()
-    print(f"-> kept: {describe_saved(listing)}; {format_bytes(computed.nbytes)}")
-
-
 def describe_saved(listing: Residuals) -> str:
     """ "2 × dot_general, hidden": what was computed and kept, grouped."""
     counts: dict[str, int] = {}
     for r in listing.excluding_arguments():
-        label = r.name if r.kind == "named" else (r.detail or r.kind)
+        label = r.name if r.name is not None else (r.detail or r.kind)
         if "<host>" in r.type_str or "pinned_host" in r.type_str:
             label += " (on host)"
         counts[label] = counts.get(label, 0) + 1
@@ -305,9 +297,13 @@ class Row:
     nbytes: int
 
 
+NO_CHECKPOINT = "(no jax.checkpoint)"
+
+
 def summary() -> list[Row]:
+    """One row per catalogue entry (classes aside), after the model without a checkpoint."""
     args = model_inputs()
-    rows = [Row("(no jax.checkpoint)", None, *_saved(residuals(None, *args)))]
+    rows = [Row(NO_CHECKPOINT, None, *_saved(residuals(None, *args)))]
     for entry in present():
         if entry.kind == "class":
             continue  # the same policies as their factories
@@ -320,18 +316,81 @@ def _saved(listing: Residuals) -> tuple[str, int, int]:
     return describe_saved(listing), len(computed), computed.nbytes
 
 
-def summary_markdown(rows: list[Row]) -> str:
-    """The rows of :func:`summary` as a Markdown table: policy, what is kept, count, bytes."""
-    lines = [
-        "| policy | computed values kept | count | bytes |",
-        "| --- | --- | ---: | ---: |",
-    ]
-    for row in rows:
-        name = f"`{row.policy}`" if row.policy in BY_NAME else row.policy
-        if row.alias_of:
-            name += f" (= `{row.alias_of}`)"
-        lines.append(f"| {name} | {row.saved} | {row.count} | {format_bytes(row.nbytes)} |")
-    return "\n".join(lines)
+def summary_table(rows: list[Row]) -> Table:
+    """The rows of :func:`summary`: policy, what is kept, count, bytes."""
+
+    def name(row: Row) -> str:
+        text = f"`{row.policy}`" if row.policy in BY_NAME else row.policy
+        return text + (f" (= `{row.alias_of}`)" if row.alias_of else "")
+
+    return Table(
+        ["policy", "computed values kept", "count", "bytes"],
+        [[name(r), r.saved, r.count, format_bytes(r.nbytes)] for r in rows],
+        align=["left", "left", "right", "right"],
+    )
+
+
+def relation(value: float, base: float) -> str:
+    """``"more than"``, ``"the same as"`` or ``"less than"``: ``value`` against ``base``, exactly.
+
+    For a sentence that a build fills in: "its memory is {relation} that of no checkpoint".
+    """
+    return "more than" if value > base else "less than" if value < base else "the same as"
+
+
+# --- facts about the installed JAX that the page states ----------------------------------------
+
+
+def stacked_residuals(
+    policy: Callable[..., Any], stages: int = 2, shared_weights: bool = False
+) -> Residuals:
+    """Residuals when ``stages`` copies of the checkpointed model run under ``jax.vmap``.
+
+    Each stage has its own ``x``. With ``shared_weights`` all stages use one ``w1`` and ``w2``
+    (``in_axes=(None, None, 0)``): ``x @ w1`` maps to a ``dot_general`` of a bigger ``x`` with
+    the same ``w1``, still without a batch dimension. Without it each stage has its own weights
+    (as pipeline stages do) and both operands are mapped: the product gets a batch dimension (the
+    stage), so a policy that keeps only products *without* batch dimensions drops it.
+    """
+    w1, w2, x = model_inputs()
+
+    def stack(a: jax.Array) -> jax.Array:
+        return jnp.stack([a * (1.0 + 0.1 * i) for i in range(stages)])
+
+    body = jax.checkpoint(model, policy=policy)
+    in_axes = (None, None, 0) if shared_weights else 0
+    weights = (w1, w2) if shared_weights else (stack(w1), stack(w2))
+
+    def loss(w1s: jax.Array, w2s: jax.Array, xs: jax.Array) -> jax.Array:
+        return jnp.sum(jax.vmap(body, in_axes=in_axes)(w1s, w2s, xs))
+
+    return saved_residuals(loss, *weights, stack(x))
+
+
+def excluded_names_honoured(name: str = "hidden") -> bool:
+    """Does ``save_anything_except_these_names(name)`` keep less than ``everything_saveable``?
+
+    Its docstring says the named values are excluded. JAX 0.10.2 implements it as a policy that
+    answers ``True`` for every primitive, so the names are ignored and nothing is dropped.
+    """
+    args = model_inputs()
+    excluding = residuals(P.save_anything_except_these_names(name), *args)
+    everything = residuals(P.everything_saveable, *args)
+    return [r.describe() for r in excluding] != [r.describe() for r in everything]
+
+
+def excluding_names(*names: str) -> Callable[..., bool]:
+    """What ``save_anything_except_these_names`` documents, written out: save anything except the
+    output of ``checkpoint_name`` under one of ``names``.
+
+    A named value is the output of the primitive ``name`` (an identity), whose ``name``
+    parameter holds the tag; refusing it leaves its *input* saveable like any other value.
+    """
+
+    def policy(prim: Any, *_: Any, **params: Any) -> bool:
+        return not (prim.name == "name" and params.get("name") in names)
+
+    return policy
 
 
 # --- a policy of one's own ---------------------------------------------------------------------
@@ -355,121 +414,6 @@ def keep_big_products(min_elements: int) -> Callable[..., bool]:
         return int(np.prod(out.shape)) >= min_elements
 
     return policy
-
-
-# --- facts about the installed JAX that the page states ----------------------------------------
-
-
-def excluded_names_honoured(name: str = "hidden") -> bool:
-    """Does ``save_anything_except_these_names(name)`` keep less than ``everything_saveable``?
-
-    Its docstring says the named values are excluded. JAX 0.10.2 implements it as a policy that
-    answers ``True`` for every primitive, so the names are ignored and nothing is dropped.
-    """
-    args = model_inputs()
-    excluding = residuals(P.save_anything_except_these_names(name), *args)
-    everything = residuals(P.everything_saveable, *args)
-    return [r.describe() for r in excluding] != [r.describe() for r in everything]
-
-
-def stacked_residuals(policy: Callable[..., Any], stages: int = 2) -> Residuals:
-    """Residuals when ``stages`` copies of the checkpointed model run under ``jax.vmap``.
-
-    Each stage has its own ``w1``, ``w2`` and ``x`` (as pipeline stages do). Inside the vmap,
-    ``x @ w1`` becomes a ``dot_general`` with a batch dimension (the stage), so a policy that
-    only keeps products *without* batch dimensions finds none to keep.
-    """
-    w1, w2, x = model_inputs()
-    stacked = tuple(jnp.stack([a * (1.0 + 0.1 * i) for i in range(stages)]) for a in (w1, w2, x))
-    body = jax.checkpoint(model, policy=policy)
-
-    def loss(w1s: jax.Array, w2s: jax.Array, xs: jax.Array) -> jax.Array:
-        return jnp.sum(jax.vmap(body)(w1s, w2s, xs))
-
-    return saved_residuals(loss, *stacked)
-
-
-# --- offloading: what the backend does with it ---------------------------------------------------
-
-#: How XLA's compiled HLO marks a buffer in pinned host memory: memory space 5 in a layout
-#: (``f32[8,128,256]{2,1,0:S(5)}``) on GPU and TPU, or a ``memory_kind`` attribute. A bare
-#: "pinned_host" is not enough: the HLO's metadata also holds Python function names.
-_HOST_SPACE = re.compile(r'\bS\(5\)|memory_kind\s*=\s*"pinned_host"')
-
-
-@dataclasses.dataclass(frozen=True)
-class OffloadEvidence:
-    """Where a policy's offloaded residuals end up, read off three stages of compilation."""
-
-    backend: str
-    #: ``device_put`` equations to the host memory space in the jaxpr of ``jax.grad``.
-    jaxpr_host_transfers: int
-    #: Whether XLA's compiled program still places buffers in host memory.
-    compiled_uses_host_memory: bool
-    #: XLA's memory analysis: bytes of temporaries in host memory (``None`` if not reported).
-    host_temp_bytes: int | None
-    #: Largest absolute difference from the gradient of the model without ``jax.checkpoint``.
-    grad_max_abs_diff: float
-    #: Largest absolute entry of that gradient, to judge the difference against.
-    grad_scale: float
-    #: The first few lines of the compiled program that mention host memory (for diagnosis).
-    host_memory_lines: tuple[str, ...] = ()
-
-
-def host_transfers(jaxpr: Any) -> int:
-    """How many ``device_put`` equations in ``jaxpr`` (and the jaxprs inside it) go to the host."""
-    return sum(
-        "host" in str(getattr(v.aval, "memory_space", "")).lower()
-        for eqn, _ in walk(jaxpr)
-        if eqn.primitive.name == "device_put"
-        for v in eqn.outvars
-    )
-
-
-def offload_evidence(policy: Callable[..., Any], *args: jax.Array) -> OffloadEvidence:
-    """Follow ``jax.grad(jax.checkpoint(model, policy))`` from jaxpr to compiled program."""
-    from examples.measure import compiled_stats
-
-    args = args or model_inputs()
-    grad = jax.grad(jax.checkpoint(model, policy=policy), argnums=(0, 1))
-    compiled = jax.jit(grad).lower(*args).compile().as_text()
-    host_lines = [line.strip()[:200] for line in compiled.splitlines() if _HOST_SPACE.search(line)]
-    stats = compiled_stats(grad, *args)
-    got = jax.jit(grad)(*args)
-    expected = jax.grad(model, argnums=(0, 1))(*args)
-    diff = max(float(jnp.max(jnp.abs(a - b))) for a, b in zip(got, expected, strict=True))
-    return OffloadEvidence(
-        backend=jax.default_backend(),
-        jaxpr_host_transfers=host_transfers(jax.make_jaxpr(grad)(*args).jaxpr),
-        compiled_uses_host_memory=bool(host_lines),
-        host_temp_bytes=stats.host_temp_bytes,
-        grad_max_abs_diff=diff,
-        grad_scale=max(float(jnp.max(jnp.abs(g))) for g in expected),
-        host_memory_lines=tuple(host_lines[:5]),
-    )
-
-
-def offload_markdown(names: tuple[str, ...], *args: jax.Array) -> str:
-    """:func:`offload_evidence` for catalogue entries, as a Markdown table."""
-    lines = [
-        "| policy | host transfers in jaxpr | host memory in compiled code | host temp bytes "
-        "| gradient difference (largest entry) |",
-        "| --- | ---: | --- | ---: | --- |",
-    ]
-    for name in names:
-        ev = offload_evidence(BY_NAME[name].build(), *args)
-        host = "not reported" if ev.host_temp_bytes is None else format_bytes(ev.host_temp_bytes)
-        compiled = "yes" if ev.compiled_uses_host_memory else "no"
-        lines.append(
-            f"| `{name}` | {ev.jaxpr_host_transfers} | {compiled} | {host} "
-            f"| {ev.grad_max_abs_diff:.1e} ({ev.grad_scale:.1e}) |"
-        )
-    return "\n".join(lines)
-
-
-def memory_kinds() -> list[str]:
-    """The memory kinds the first device can address (``device``, ``pinned_host``, ...)."""
-    return [m.kind for m in jax.devices()[0].addressable_memories()]
 
 
 def names_to_host(*names: str) -> Callable[..., Any]:

@@ -1,46 +1,55 @@
-"""The functions the tutorial runs: the worked examples of JAX's remat tutorial, same shapes.
-
-Sections, in the page's order:
-
-1. a chain of three ``sin(W @ x)`` stages, plain, checkpointed per stage, under a policy, and with
-   named values;
-2. two VJPs of ``sin``, and where a checkpoint helps in a composition;
-3. the ``loss`` / ``predict`` / ``layer`` model for policies;
-4. recursive checkpointing of a chain of ``D`` sines, with a residual-count and cost sweep;
-5. a scan-over-layers MLP, compiled with and without a checkpointed body.
+"""The tutorial's traced examples, in the page's order (compiled ones: :mod:`examples.tutorial_jit`
+and :mod:`examples.tutorial_when_not`): 1. ``jax.remat`` beside ``jax.checkpoint``; 2. a chain of
+three ``sin(W @ x)`` stages, plain, per stage, under a policy, with names; 3. why it works (two
+VJPs of ``sin``, ``jax.checkpoint`` by hand, ``jvp`` against ``linearize``, the peak of each
+placement); 4. the ``loss`` / ``predict`` / ``layer`` model for policies; 5. recursive
+checkpointing of a chain of ``D`` sines.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
 from jax.ad_checkpoint import checkpoint_name
 
+from examples.display import Table
 from examples.fwd_bwd import fwd_bwd
-from examples.measure import compiled_stats
+from examples.jaxprs import primitive_counts
+from examples.liveness import peak_bytes
 from examples.residuals import saved_residuals
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
-def remat_alias_check() -> dict[str, bool]:
-    """Is ``jax.remat`` the object ``jax.checkpoint``, and does it trace to the same program?
+# -- 1. jax.remat and jax.checkpoint --------------------------------------------------------------
 
-    Releases differ on the first (some define ``remat`` as a thin wrapper that forwards to
-    ``checkpoint``); the second is what matters.
-    """
-    fn = lambda x: jnp.sin(jnp.sin(x))
-    remat_jaxpr = jax.make_jaxpr(jax.remat(fn))(1.0)
-    checkpoint_jaxpr = jax.make_jaxpr(jax.checkpoint(fn))(1.0)
+
+def remat_vs_checkpoint() -> dict[str, Any]:
+    """What separates ``jax.remat`` from ``jax.checkpoint`` in the installed JAX."""
+    ours, theirs = inspect.signature(jax.remat), inspect.signature(jax.checkpoint)
+    fn = lambda x, y: jnp.sin(jnp.sin(x)) * y
+    per_argument = (True, False)
+    # jax.remat forwards prevent_cse unchecked (its annotation says bool): a per-argument tuple
+    # reaches jax.checkpoint.
+    remat_tuple = jax.remat(fn, prevent_cse=per_argument)  # type: ignore[arg-type]
     return {
-        "jax.remat is jax.checkpoint": jax.remat is jax.checkpoint,
-        "same jaxpr": str(remat_jaxpr) == str(checkpoint_jaxpr),
+        "same_object": jax.remat is jax.checkpoint,
+        "remat_lacks": sorted(set(theirs.parameters) - set(ours.parameters)),
+        "checkpoint_prevent_cse": str(theirs.parameters["prevent_cse"].annotation),
+        "remat_prevent_cse": str(ours.parameters["prevent_cse"].annotation),
+        "same_jaxpr": str(jax.make_jaxpr(jax.remat(fn))(1.0, 2.0))
+        == str(jax.make_jaxpr(jax.checkpoint(fn))(1.0, 2.0)),
+        "remat_tuple_same_jaxpr": str(jax.make_jaxpr(jax.grad(remat_tuple))(1.0, 2.0))
+        == str(jax.make_jaxpr(jax.grad(jax.checkpoint(fn, prevent_cse=per_argument)))(1.0, 2.0)),
     }
 
 
-# -- 1. A chain of three stages -------------------------------------------------------------------
+# -- 2. A chain of three stages -------------------------------------------------------------------
 
 
 def g(W: jax.Array, x: jax.Array) -> jax.Array:
@@ -55,7 +64,7 @@ def f(W1: jax.Array, W2: jax.Array, W3: jax.Array, x: jax.Array) -> jax.Array:
 
 def f_checkpoint_each(W1: jax.Array, W2: jax.Array, W3: jax.Array, x: jax.Array) -> jax.Array:
     """The same three stages, each wrapped in ``jax.checkpoint`` where it is called."""
-    stage = jax.checkpoint(g)
+    stage: Callable[..., jax.Array] = jax.checkpoint(g)
     return stage(W3, stage(W2, stage(W1, x)))
 
 
@@ -67,7 +76,8 @@ def f_named(W1: jax.Array, W2: jax.Array, W3: jax.Array, x: jax.Array) -> jax.Ar
     """``f`` with each stage's output tagged ``a``, ``b``, ``c`` by ``checkpoint_name``."""
     h = checkpoint_name(g(W1, x), name="a")
     h = checkpoint_name(g(W2, h), name="b")
-    return checkpoint_name(g(W3, h), name="c")
+    c: jax.Array = checkpoint_name(g(W3, h), name="c")
+    return c
 
 
 #: Only the value named ``a`` may be kept; everything else is recomputed.
@@ -79,7 +89,7 @@ def chain_inputs() -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
     return jnp.ones((5, 4)), jnp.ones((6, 5)), jnp.ones((7, 6)), jnp.ones(4)
 
 
-# -- 2. Fundamentals ------------------------------------------------------------------------------
+# -- 3. Why it works ------------------------------------------------------------------------------
 
 
 def sin_vjp_save_cos(x: jax.Array) -> tuple[jax.Array, Callable[[jax.Array], jax.Array]]:
@@ -103,6 +113,25 @@ def sin_vjp_recompute_cos(x: jax.Array) -> tuple[jax.Array, Callable[[jax.Array]
     return y, backward
 
 
+def checkpoint_by_hand(g: Callable[..., Any]) -> Callable[..., Any]:
+    """``jax.checkpoint(g)`` written out: keep ``g``'s inputs, and re-run ``jax.vjp(g, ...)``
+    when the cotangent arrives."""
+
+    @jax.custom_vjp
+    def checkpointed(*args: Any) -> Any:
+        return g(*args)
+
+    def forward(*args: Any) -> tuple[Any, tuple[Any, ...]]:
+        return g(*args), args  # the residuals are the inputs, nothing else
+
+    def backward(args: tuple[Any, ...], out_bar: Any) -> Any:
+        _, g_vjp = jax.vjp(g, *args)  # g's forward pass again, this time keeping its residuals
+        return g_vjp(out_bar)
+
+    checkpointed.defvjp(forward, backward)
+    return checkpointed
+
+
 def stage_g(x: jax.Array) -> jax.Array:
     """The first stage of the composition ``h o g``: two sines, so two cosines to keep."""
     return jnp.sin(jnp.sin(x))
@@ -113,6 +142,35 @@ def stage_h(y: jax.Array) -> jax.Array:
     return jnp.sin(jnp.sin(y))
 
 
+def jvp_and_linearize(fn: Callable[[jax.Array], jax.Array], x: jax.Array) -> dict[str, int]:
+    """Where ``fn``'s sines and cosines run under ``jax.jvp`` and under ``jax.linearize``.
+
+    ``jvp_sin_cos``: sin and cos equations in the jaxpr of ``jax.jvp(fn, (x,), (t,))``;
+    ``linear_sin_cos``: those in the linear function ``jax.linearize`` returns (recomputation);
+    ``linear_consts``: the arrays that linear function closes over (its residuals).
+    """
+    jvp = jax.make_jaxpr(lambda x, t: jax.jvp(fn, (x,), (t,)))(x, x)
+    _, linear = jax.linearize(fn, x)
+    linear_jaxpr = jax.make_jaxpr(linear)(x)
+    jvp_counts, linear_counts = primitive_counts(jvp), primitive_counts(linear_jaxpr)
+    return {
+        "jvp_sin_cos": jvp_counts["sin"] + jvp_counts["cos"],
+        "linear_sin_cos": linear_counts["sin"] + linear_counts["cos"],
+        "linear_consts": len(linear_jaxpr.consts),
+    }
+
+
+def jvp_linearize_table(fn: Callable[[jax.Array], jax.Array], x: jax.Array) -> Table:
+    """:func:`jvp_and_linearize` for ``fn`` and for ``jax.checkpoint(fn)``."""
+    rows = []
+    for name, variant in (("f", fn), ("jax.checkpoint(f)", jax.checkpoint(fn))):
+        counts = jvp_and_linearize(variant, x)
+        rows.append((f"`{name}`", *counts.values()))
+    header = ["function", "sin + cos in jax.jvp", "sin + cos in the linear function"]
+    header += ["arrays it closes over"]
+    return Table(header, rows)
+
+
 def composition_variants() -> dict[str, Callable[[jax.Array], jax.Array]]:
     """``h o g`` four ways: where the checkpoint goes decides what the forward pass keeps."""
     return {
@@ -121,6 +179,16 @@ def composition_variants() -> dict[str, Callable[[jax.Array], jax.Array]]:
         "checkpoint h (last stage)": lambda x: jax.checkpoint(stage_h)(stage_g(x)),
         "checkpoint h o g (everything)": jax.checkpoint(lambda x: stage_h(stage_g(x))),
     }
+
+
+def peak_values(fn: Callable[[jax.Array], jax.Array], x: jax.Array) -> int:
+    """:func:`examples.liveness.peak_bytes` of ``fn``'s gradient, in arrays the size of ``x``."""
+    return peak_bytes(fn, x) // x.nbytes
+
+
+def composition_peaks(x: jax.Array) -> dict[str, int]:
+    """:func:`peak_values` for each of :func:`composition_variants`."""
+    return {name: peak_values(fn, x) for name, fn in composition_variants().items()}
 
 
 def three_stage_variants() -> dict[str, Callable[[jax.Array], jax.Array]]:
@@ -143,22 +211,24 @@ class PlacementRow:
     placement: str
     kept: int  #: values the forward pass computes and keeps (arguments not counted)
     recomputed_sines: int  #: sines evaluated again on the backward pass
-
-    @staticmethod
-    def header() -> str:
-        return f"{'checkpoint on':<22}{'kept after forward':>20}{'sines recomputed':>18}"
-
-    def __str__(self) -> str:
-        return f"{self.placement:<22}{self.kept:>20}{self.recomputed_sines:>18}"
+    peak: int  #: most values alive at once during the whole gradient (see examples.liveness)
 
 
-def placement_table(x: jax.Array) -> list[PlacementRow]:
-    """For each placement in :func:`three_stage_variants`: residuals kept, sines recomputed."""
+def placement_rows(x: jax.Array) -> list[PlacementRow]:
+    """For each placement in :func:`three_stage_variants`: kept, recomputed, peak."""
     rows = []
     for name, fn in three_stage_variants().items():
         kept = len(saved_residuals(fn, x).excluding_arguments())
-        rows.append(PlacementRow(name, kept, fwd_bwd(fn, x).count("sin", "backward")))
+        recomputed = fwd_bwd(fn, x).count("sin", "backward")
+        rows.append(PlacementRow(name, kept, recomputed, peak_values(fn, x)))
     return rows
+
+
+def placement_table(rows: Sequence[PlacementRow]) -> Table:
+    return Table(
+        ["checkpoint on", "kept after forward", "sines recomputed", "peak (values held)"],
+        [(f"`{r.placement}`", r.kept, r.recomputed_sines, r.peak) for r in rows],
+    )
 
 
 def only_what_is_needed(x: jax.Array) -> jax.Array:
@@ -169,7 +239,7 @@ def only_what_is_needed(x: jax.Array) -> jax.Array:
     return jnp.sum(c * c)  # needs c (d(c*c)/dc = 2c)
 
 
-# -- 3. Policies on a small model -----------------------------------------------------------------
+# -- 4. Policies on a small model -----------------------------------------------------------------
 
 
 def layer(W: jax.Array, x: jax.Array) -> jax.Array:
@@ -217,28 +287,27 @@ POLICY_NOTES: dict[str, str] = {
     "checkpoint_dots_with_no_batch_dims": "an alias of dots_with_no_batch_dims_saveable",
     "save_only_these_names": "only values named (checkpoint_name) with one of the given names",
     "save_any_names_but_these": "any named value except those with the given names",
-    "save_anything_except_these_names": "anything except values with the given names",
+    "save_anything_except_these_names": "documented: anything but the given names (see below)",
     "save_anything_but_these_names": "(named in an older tutorial; not a real policy)",
 }
 
 
-def policy_table() -> list[tuple[str, bool, str]]:
+def policy_rows() -> list[tuple[str, bool, str]]:
     """``(name, hasattr(jax.checkpoint_policies, name), note)`` for each of :data:`POLICY_NOTES`."""
     return [
         (name, hasattr(jax.checkpoint_policies, name), note) for name, note in POLICY_NOTES.items()
     ]
 
 
-def policy_markdown() -> str:
-    """:func:`policy_table` as a Markdown table, for the page."""
-    lines = ["| name | in `jax.checkpoint_policies`? | what it lets the forward pass keep |"]
-    lines.append("| --- | :---: | --- |")
-    for name, exists, note in policy_table():
-        lines.append(f"| `{name}` | {'yes' if exists else '**no**'} | {note} |")
-    return "\n".join(lines)
+def policy_table() -> Table:
+    return Table(
+        ["name", "in `jax.checkpoint_policies`?", "what it lets the forward pass keep"],
+        [(f"`{n}`", "yes" if ok else "**no**", note) for n, ok, note in policy_rows()],
+        align=["left", "center", "left"],
+    )
 
 
-# -- 4. Recursive checkpointing -------------------------------------------------------------------
+# -- 5. Recursive checkpointing -------------------------------------------------------------------
 
 
 def chain_compose(funs: Sequence[Callable[[Any], Any]]) -> Callable[[Any], Any]:
@@ -336,7 +405,14 @@ def depth_sweep(depths: Sequence[int] = (2, 4, 8, 16, 32, 64, 128)) -> list[Dept
     return rows
 
 
-def plot_depth_sweep(rows: Sequence[DepthRow]):
+def depth_table(rows: Sequence[DepthRow]) -> Table:
+    return Table(
+        ["D", "kept: plain", "kept: recursive", "sin+cos: plain", "sin+cos: recursive"],
+        [dataclasses.astuple(r) for r in rows],
+    )
+
+
+def plot_depth_sweep(rows: Sequence[DepthRow]) -> Figure:
     """Residuals kept (left) and sin/cos evaluations (right) against depth, log2 depth axis."""
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter
@@ -368,74 +444,3 @@ def plot_depth_sweep(rows: Sequence[DepthRow]):
         ax.spines[["top", "right"]].set_visible(False)
     mem.legend(frameon=False)
     return fig
-
-
-# -- 5. Scan over layers under jit ----------------------------------------------------------------
-
-
-def mlp_layer(x: jax.Array, W_b: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, None]:
-    """One ReLU layer as a ``scan`` body: carry ``x``, consume this layer's ``(W, b)``."""
-    W, b = W_b
-    return jnp.maximum(x @ W + b, 0.0), None
-
-
-SCAN_BODIES: dict[str, Callable[..., Any]] = {
-    "plain body": mlp_layer,
-    "checkpointed body": jax.checkpoint(mlp_layer),
-    "checkpointed body, dots saveable": jax.checkpoint(
-        mlp_layer, policy=jax.checkpoint_policies.dots_with_no_batch_dims_saveable
-    ),
-}
-
-
-def scan_mlp(body: Callable[..., Any], weights: jax.Array, biases: jax.Array, x: jax.Array):
-    """Apply ``body`` once per stacked layer with ``jax.lax.scan``."""
-    out, _ = jax.lax.scan(body, x, (weights, biases))
-    return out
-
-
-def scan_mlp_loss(body: Callable[..., Any]) -> Callable[..., jax.Array]:
-    def loss(weights: jax.Array, biases: jax.Array, x: jax.Array) -> jax.Array:
-        return jnp.mean(scan_mlp(body, weights, biases, x) ** 2)
-
-    return loss
-
-
-def scan_inputs(depth: int = 32, batch: int = 256, width: int = 512, seed: int = 0):
-    """Stacked weights ``(depth, width, width)``, biases ``(depth, width)``, a ``(batch, width)``
-    input."""
-    kw, kx = jax.random.split(jax.random.key(seed))
-    weights = jax.random.normal(kw, (depth, width, width)) * (2.0 / width) ** 0.5
-    biases = jnp.full((depth, width), 0.01)
-    return weights, biases, jax.random.normal(kx, (batch, width))
-
-
-@dataclasses.dataclass(frozen=True)
-class ScanRow:
-    body: str
-    temp_bytes: int
-    flops: float | None
-
-
-def scan_stats(depth: int = 32, batch: int = 256, width: int = 512) -> list[ScanRow]:
-    """XLA's temporary memory and FLOPs for ``jax.grad`` of the scan MLP, per body."""
-    args = scan_inputs(depth, batch, width)
-    rows = []
-    for name, body in SCAN_BODIES.items():
-        stats = compiled_stats(jax.grad(scan_mlp_loss(body), argnums=(0, 1)), *args)
-        rows.append(ScanRow(name, stats.temp_bytes, stats.flops))
-    return rows
-
-
-def scan_table(rows: Sequence[ScanRow]) -> str:
-    """A small Markdown table, FLOPs relative to the plain body."""
-    base = rows[0].flops
-    lines = [
-        "| scan body | XLA temp memory | FLOPs | FLOPs vs plain |",
-        "| --- | ---: | ---: | ---: |",
-    ]
-    for r in rows:
-        flops = "n/a" if r.flops is None else f"{r.flops / 1e6:,.0f} M"
-        ratio = "n/a" if not (r.flops and base) else f"{r.flops / base:.2f}×"
-        lines.append(f"| {r.body} | {r.temp_bytes / 2**20:.1f} MiB | {flops} | {ratio} |")
-    return "\n".join(lines)

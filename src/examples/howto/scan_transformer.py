@@ -1,0 +1,199 @@
+"""How-to: remat a transformer trained with ``jax.lax.scan`` over its layers (plain JAX).
+
+The code of ``docs/howto/scan-transformer.md``, in the order of the page: the training step
+(loss, ``jax.value_and_grad``, an optax update), the places a ``jax.checkpoint`` can go, and the
+knobs that matter under a scan (the policy, ``prevent_cse``, ``unroll``). The model is the shared
+pre-norm transformer of :mod:`examples.models` (its sizes and weights), with the block of
+:func:`examples.models.named_block`, which names the values worth keeping.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from examples.display import Table, format_bytes, format_ratio
+from examples.measure import MIN_REPEATS, CompiledStats, Timing, compiled_stats, time_call
+from examples.models import Config, init_inputs, init_params
+from examples.models import named_block as block
+
+P = jax.checkpoint_policies
+
+#: The size the page measures: six layers, 2 sequences of 128 tokens, width 128, 4 heads.
+CFG = Config(layers=6, batch=2, seq=128, width=128, heads=4)
+
+# --- the training step ---------------------------------------------------------------------------
+
+
+def forward(
+    layer: Callable[[jax.Array, Any], jax.Array], params: Any, x: jax.Array, unroll: int = 1
+) -> jax.Array:
+    """Apply ``layer(h, layer_params)`` once per layer of the stacked ``params``."""
+
+    def body(h: jax.Array, layer_params: Any) -> tuple[jax.Array, None]:
+        return layer(h, layer_params), None
+
+    h: jax.Array
+    h, _ = jax.lax.scan(body, x, params, unroll=unroll)
+    return h
+
+
+def make_loss(
+    layer: Callable[[jax.Array, Any], jax.Array], unroll: int = 1
+) -> Callable[[Any, jax.Array, jax.Array], jax.Array]:
+    """``loss(params, x, y)``: mean squared error of the stack's output against ``y``."""
+
+    def loss(params: Any, x: jax.Array, y: jax.Array) -> jax.Array:
+        return jnp.mean((forward(layer, params, x, unroll) - y) ** 2)
+
+    return loss
+
+
+def make_train_step(
+    loss: Callable[..., jax.Array], optimizer: optax.GradientTransformation
+) -> Callable[..., tuple[Any, Any, jax.Array]]:
+    """One step of training: the loss and its gradient, then the optimizer's update."""
+
+    def train_step(
+        params: Any, opt_state: Any, x: jax.Array, y: jax.Array
+    ) -> tuple[Any, Any, jax.Array]:
+        value, grads = jax.value_and_grad(loss)(params, x, y)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, value
+
+    return train_step
+
+
+def optimizer() -> optax.GradientTransformation:
+    return optax.adam(1e-3)
+
+
+def init_state(cfg: Config = CFG) -> tuple[Any, Any, jax.Array, jax.Array]:
+    """Parameters, Adam's state, a batch of inputs and its regression targets."""
+    params = init_params(cfg)
+    x = init_inputs(cfg)
+    y = jax.random.normal(jax.random.key(2), x.shape)
+    return params, optimizer().init(params), x, y
+
+
+# --- where the checkpoint goes, and its knobs ----------------------------------------------------
+
+Where = Literal["nowhere", "whole loss", "scanned block"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Setup:
+    """One way of putting (or not putting) ``jax.checkpoint`` into the training step."""
+
+    label: str
+    where: Where = "scanned block"
+    policy: Callable[..., Any] | None = None  #: ``None``: JAX's default, keep nothing
+    prevent_cse: bool = False
+    unroll: int | bool = 1
+
+
+def layer_fn(cfg: Config, setup: Setup) -> Callable[[jax.Array, Any], jax.Array]:
+    """The block for one layer, checkpointed if ``setup`` puts the checkpoint there."""
+    layer: Callable[[jax.Array, Any], jax.Array] = functools.partial(block, heads=cfg.heads)
+    if setup.where == "scanned block":
+        layer = jax.checkpoint(layer, policy=setup.policy, prevent_cse=setup.prevent_cse)
+    return layer
+
+
+def loss_fn(cfg: Config, setup: Setup) -> Callable[..., jax.Array]:
+    loss: Callable[..., jax.Array] = make_loss(layer_fn(cfg, setup), setup.unroll)
+    if setup.where == "whole loss":
+        loss = jax.checkpoint(loss, policy=setup.policy, prevent_cse=setup.prevent_cse)
+    return loss
+
+
+def step_fn(cfg: Config, setup: Setup) -> Callable[..., Any]:
+    return make_train_step(loss_fn(cfg, setup), optimizer())
+
+
+NO_REMAT = Setup("no remat", where="nowhere")
+#: The names worth keeping in this block: the two products whose inputs the backward pass needs.
+KEEP = P.save_only_these_names("qkv", "mlp_pre")
+
+#: Every setup the page measures, each compiled once; the page's tables pick from them.
+SETUPS = (
+    NO_REMAT,
+    Setup("checkpoint the whole loss", where="whole loss", prevent_cse=True),
+    Setup("nothing_saveable", policy=P.nothing_saveable),
+    Setup('save_only_these_names("qkv", "mlp_pre")', policy=KEEP),
+    Setup("dots_with_no_batch_dims_saveable", policy=P.dots_with_no_batch_dims_saveable),
+    Setup("nothing_saveable, prevent_cse=True", policy=P.nothing_saveable, prevent_cse=True),
+    Setup("nothing_saveable, unroll=2", policy=P.nothing_saveable, unroll=2),
+    Setup("nothing_saveable, unroll=True", policy=P.nothing_saveable, unroll=True),
+    Setup("no remat, unroll=True", where="nowhere", unroll=True),
+)
+BY_LABEL = {setup.label: setup for setup in SETUPS}
+
+
+# --- measuring -----------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Measured:
+    setup: Setup
+    stats: CompiledStats
+    time: Timing | None
+
+
+def measure(
+    setups: Sequence[Setup], cfg: Config = CFG, repeats: int = MIN_REPEATS, timed: bool = True
+) -> dict[str, Measured]:
+    """Compile the training step of each setup; read XLA's memory and FLOPs; time it."""
+    state = init_state(cfg)
+    out = {}
+    for setup in setups:
+        step = step_fn(cfg, setup)
+        stats = compiled_stats(step, *state)
+        timing = time_call(jax.jit(step), *state, repeats=repeats) if timed else None
+        out[setup.label] = Measured(setup, stats, timing)
+    return out
+
+
+def table(
+    measured: dict[str, Measured], labels: Sequence[str], baseline: str, flops: bool = True
+) -> Table:
+    """Temporary memory, FLOPs and step time of the setups ``labels``, as ratios to ``baseline``.
+
+    XLA's cost analysis counts the body of a loop once, whatever its trip count: the FLOPs of a
+    scanned step are those of one layer's forward and backward (plus what lies outside the
+    loop), comparable between setups that scan the same way.
+    """
+    base = measured[baseline].stats
+    header = ["setup", "temporary memory", f"vs. {baseline}"]
+    if flops:
+        header += ["FLOPs (XLA)", f"FLOPs vs. {baseline}"]
+    header += ["step time"]
+    rows = []
+    for label in labels:
+        m = measured[label]
+        row = [
+            label,
+            format_bytes(m.stats.temp_bytes),
+            format_ratio(m.stats.temp_bytes, base.temp_bytes),
+        ]
+        if flops and m.stats.flops is not None:
+            row += [f"{m.stats.flops / 1e9:.2f} G", format_ratio(m.stats.flops, base.flops)]
+        row += [str(m.time) if m.time else "not timed"]
+        rows.append(row)
+    return Table(header, rows)
+
+
+def optimization_barriers(setup: Setup, cfg: Config = CFG) -> int:
+    """``optimization_barrier`` operations in the lowered (not yet compiled) training step.
+
+    ``prevent_cse=True`` makes JAX put one around the inputs of each recomputation in the
+    backward pass, so that XLA cannot merge the recomputation with the forward pass it repeats.
+    """
+    text = jax.jit(step_fn(cfg, setup)).lower(*init_state(cfg)).as_text()
+    return text.count("stablehlo.optimization_barrier")

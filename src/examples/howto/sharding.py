@@ -1,0 +1,420 @@
+"""Remat on a sharded training step: the code of the how-to guide ``howto/sharded-step``.
+
+The transformer of :mod:`examples.models` is trained data-parallel with its weights sharded
+FSDP-style over a 2 × 4 mesh of eight devices (``"data"`` × ``"fsdp"``): each device holds a
+quarter of every weight and an eighth of the batch, and gathers a layer's full weights just
+before it uses them. Checkpoint policies then decide what the backward pass finds: whether those
+gathered weights are kept from the forward pass or gathered again, and how many bytes per device
+that costs. Everything here reads the compiled program (its memory and cost analyses and its HLO
+text), so it runs on eight host devices as well as on eight GPUs.
+
+Run ``python -m examples.howto.sharding --out DIR`` (it asks for eight CPU devices itself) to
+write the gradients of every variant and policy, shard by shard, and the measurements, as the
+tests do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import math
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+from jax.ad_checkpoint import checkpoint_name
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+from numpy.typing import NDArray
+
+from examples.display import Table, format_bytes
+from examples.howto.collectives import collectives, hlo_text
+from examples.measure import compiled_stats
+from examples.models import Config, block, init_inputs, init_params, scan_loss
+
+#: A layer of the scanned stack: ``(carry, one layer's weights) -> carry``.
+Layer = Callable[[jax.Array, dict[str, jax.Array]], jax.Array]
+#: The weights (a dict of stacked arrays) and the batch.
+Arguments = tuple[dict[str, jax.Array], jax.Array]
+
+#: The mesh of the guide: two data-parallel groups of four devices that share out the weights.
+AXES = ("data", "fsdp")
+MESH_SHAPE = (2, 4)
+DEVICES = math.prod(MESH_SHAPE)
+#: The model of the guide: small enough to compile in about a second on host devices.
+CONFIG = Config(layers=4, batch=16, seq=128, width=256, heads=4)
+#: The name the layer gives to its gathered weights, for names-based policies.
+GATHERED = "gathered_weights"
+
+#: Each stacked weight ``(layers, d_in, d_out)`` is split along ``d_in`` over "fsdp" and
+#: replicated over "data"; the batch is split over both axes, so each device has 1/8 of it.
+WEIGHTS = P(None, "fsdp", None)
+BATCH = P(("data", "fsdp"), None, None)
+
+_CP = jax.checkpoint_policies
+#: The policies the guide measures, by the name it shows (``None``: no ``jax.checkpoint``).
+POLICIES: dict[str, Any] = {
+    "no remat": None,
+    "nothing_saveable": _CP.nothing_saveable,
+    "dots_with_no_batch_dims_saveable": _CP.dots_with_no_batch_dims_saveable,
+    "save_only_these_names('mlp_hidden')": _CP.save_only_these_names("mlp_hidden"),
+    f"save_only_these_names('{GATHERED}')": _CP.save_only_these_names(GATHERED),
+}
+
+
+def make_mesh(shape: tuple[int, int] = MESH_SHAPE) -> Mesh:
+    """A ``("data", "fsdp")`` mesh over the first ``prod(shape)`` devices (Auto axes)."""
+    wanted = math.prod(shape)
+    devices = jax.devices()
+    if len(devices) < wanted:
+        raise RuntimeError(
+            f"a {shape[0]} × {shape[1]} mesh needs {wanted} devices; this process has "
+            f"{len(devices)}. On CPU, run jax.config.update('jax_num_cpu_devices', {wanted}) "
+            "right after `import jax` (before any JAX operation), or start Python with "
+            f"XLA_FLAGS=--xla_force_host_platform_device_count={wanted}"
+        )
+    return Mesh(np.array(devices[:wanted]).reshape(shape), AXES)
+
+
+def one_device_bytes(arrays: Any, device: Any) -> int:
+    """Bytes of the shards that ``device`` holds, over every array of a pytree."""
+    return sum(
+        s.data.nbytes
+        for a in jax.tree.leaves(arrays)
+        for s in a.addressable_shards
+        if s.device == device
+    )
+
+
+def shard_table(arrays: dict[str, jax.Array]) -> Table:
+    """Each array's global shape, its spec, and the shape of the block one device holds."""
+    rows = [
+        (
+            f"`{name}`",
+            f"{tuple(a.shape)}",
+            f"`{a.sharding.spec}`",  # type: ignore[attr-defined]  # a NamedSharding's spec
+            f"{tuple(a.addressable_shards[0].data.shape)}",
+            format_bytes(a.addressable_shards[0].data.nbytes),
+        )
+        for name, a in arrays.items()
+    ]
+    header = ("array", "global shape", "partition spec", "per device", "bytes per device")
+    return Table(header, rows, align=["left", "right", "left", "right", "right"])
+
+
+def place(mesh: Mesh, params: dict[str, jax.Array], x: jax.Array) -> Arguments:
+    """Put the weights and the batch on the mesh with :data:`WEIGHTS` and :data:`BATCH`."""
+    weights = NamedSharding(mesh, WEIGHTS)
+    return (
+        {k: jax.device_put(v, weights) for k, v in params.items()},
+        jax.device_put(x, NamedSharding(mesh, BATCH)),
+    )
+
+
+# --- the step under jax.jit: sharding by annotation ------------------------------------------
+
+
+def fsdp_layer(cfg: Config, mesh: Mesh, activation: P | None = BATCH) -> Layer:
+    """One transformer layer of the FSDP step: gather the weights, run the block.
+
+    The gather is a sharding constraint to "replicated", so the compiler all-gathers each weight
+    over "fsdp"; the gathered weights get a name, so that a policy can keep them. The output (the
+    carry every policy keeps for the next layer) is pinned to ``activation`` when one is given.
+    """
+    replicated = NamedSharding(mesh, P())
+
+    def layer(h: jax.Array, p: dict[str, jax.Array]) -> jax.Array:
+        p = {
+            k: checkpoint_name(jax.lax.with_sharding_constraint(w, replicated), GATHERED)
+            for k, w in p.items()
+        }
+        out = block(h, p, cfg.heads)
+        if activation is not None:
+            out = jax.lax.with_sharding_constraint(out, NamedSharding(mesh, activation))
+        return out
+
+    return layer
+
+
+def jit_step(
+    cfg: Config, mesh: Mesh, policy: Any, activation: P | None = BATCH
+) -> Callable[..., Any]:
+    """``jax.jit(jax.grad(loss))``, the gradients sharded like the weights."""
+    layer = fsdp_layer(cfg, mesh, activation)
+    if policy is not None:
+        layer = jax.checkpoint(layer, policy=policy)
+    return jax.jit(jax.grad(scan_loss(layer)), out_shardings=NamedSharding(mesh, WEIGHTS))
+
+
+# --- the same step under shard_map: every collective written out -------------------------------
+
+
+def shard_map_loss(cfg: Config, mesh: Mesh, policy: Any) -> Callable[..., jax.Array]:
+    """The loss as per-device code: each device gathers the weights itself and averages the loss.
+
+    Inside ``jax.shard_map`` a weight block is the device's own quarter, and
+    ``jax.lax.all_gather(..., tiled=True)`` over "fsdp" rebuilds the full weight. Its output is
+    named, so the same policies apply as under ``jax.jit``.
+    """
+
+    def layer(h: jax.Array, p: dict[str, jax.Array]) -> jax.Array:
+        p = {
+            k: checkpoint_name(jax.lax.all_gather(w, "fsdp", axis=0, tiled=True), GATHERED)
+            for k, w in p.items()
+        }
+        return block(h, p, cfg.heads)
+
+    if policy is not None:
+        layer = jax.checkpoint(layer, policy=policy)
+
+    @jax.shard_map(mesh=mesh, in_specs=(WEIGHTS, BATCH), out_specs=P())
+    def loss(params: dict[str, jax.Array], x: jax.Array) -> jax.Array:
+        mean: jax.Array = jax.lax.pmean(scan_loss(layer)(params, x), AXES)
+        return mean
+
+    return loss
+
+
+def shard_map_step(cfg: Config, mesh: Mesh, policy: Any) -> Callable[..., Any]:
+    return jax.jit(jax.grad(shard_map_loss(cfg, mesh, policy)))
+
+
+VARIANTS = {"jit": jit_step, "shard_map": shard_map_step}
+
+
+@dataclasses.dataclass(frozen=True)
+class StepReport:
+    """What one compiled sharded step does on each device (XLA's analyses are per device)."""
+
+    variant: str
+    policy: str
+    temp_bytes: int
+    argument_bytes: int
+    output_bytes: int
+    flops: float | None
+    gathers_forward: int  #: all-gather operations in the forward pass's code
+    gathers_backward: int  #: ... in the backward pass's code: the weights gathered again
+    gathered_bytes: int  #: bytes all-gathered per step, every run of every loop counted
+    reduced_bytes: int  #: bytes through all-reduce and reduce-scatter per step
+
+    @property
+    def weights(self) -> str:
+        return "gathered again" if self.gathers_backward else "kept from the forward pass"
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def report(step: Callable[..., Any], params: Any, x: Any, variant: str, policy: str) -> StepReport:
+    """Compile ``step`` for the placed arguments; read its memory, FLOPs and collectives."""
+    stats = compiled_stats(step, params, x)
+    found = collectives(hlo_text(jax.jit(step).lower(params, x).compile()))
+    gathers = [c for c in found if c.op == "all-gather"]
+    return StepReport(
+        variant=variant,
+        policy=policy,
+        temp_bytes=stats.temp_bytes,
+        argument_bytes=stats.argument_bytes,
+        output_bytes=stats.output_bytes,
+        flops=stats.flops,
+        gathers_forward=sum(not c.backward for c in gathers),
+        gathers_backward=sum(c.backward for c in gathers),
+        gathered_bytes=sum(c.nbytes * c.runs for c in gathers),
+        reduced_bytes=sum(
+            c.nbytes * c.runs for c in found if c.op in ("all-reduce", "reduce-scatter")
+        ),
+    )
+
+
+def measure(
+    mesh: Mesh,
+    cfg: Config = CONFIG,
+    variant: str = "jit",
+    policies: Sequence[str] | None = None,
+) -> list[StepReport]:
+    """A :class:`StepReport` per policy (all of :data:`POLICIES` by default)."""
+    names = list(POLICIES) if policies is None else list(policies)
+    unknown = [n for n in names if n not in POLICIES]
+    if unknown or variant not in VARIANTS:
+        raise KeyError(
+            f"unknown policies {unknown} or variant {variant!r}; "
+            f"known: {list(POLICIES)}, variants {list(VARIANTS)}"
+        )
+    params, x = place(mesh, init_params(cfg), init_inputs(cfg))
+    return [report(VARIANTS[variant](cfg, mesh, POLICIES[n]), params, x, variant, n) for n in names]
+
+
+def measure_activation(
+    mesh: Mesh, specs: dict[str, P | None], cfg: Config = CONFIG, policy: str = "nothing_saveable"
+) -> list[StepReport]:
+    """The jit step under one policy with the layer's output pinned to each of ``specs``."""
+    params, x = place(mesh, init_params(cfg), init_inputs(cfg))
+    return [
+        report(jit_step(cfg, mesh, POLICIES[policy], spec), params, x, "jit", label)
+        for label, spec in specs.items()
+    ]
+
+
+def kept_cost(reports: Sequence[StepReport], baseline: str = "nothing_saveable") -> dict[str, int]:
+    """Temporary bytes per device of each policy beyond ``baseline``'s."""
+    base = next(r.temp_bytes for r in reports if r.policy == baseline)
+    return {r.policy: r.temp_bytes - base for r in reports}
+
+
+def _signed_bytes(n: int) -> str:
+    return format_bytes(n) if n >= 0 else "−" + format_bytes(-n)
+
+
+def policy_table(reports: Sequence[StepReport], baseline: str = "nothing_saveable") -> Table:
+    extra = kept_cost(reports, baseline)
+    rows = [
+        (
+            f"`{r.policy}`",
+            format_bytes(r.temp_bytes),
+            _signed_bytes(extra[r.policy]),
+            "n/a" if r.flops is None else f"{r.flops / 1e9:.2f}",
+            f"{r.gathers_forward} / {r.gathers_backward}",
+            format_bytes(r.gathered_bytes),
+            r.weights,
+        )
+        for r in reports
+    ]
+    header = (
+        "policy",
+        "temp memory per device",
+        f"beyond `{baseline}`",
+        "GFLOP per device",
+        "all-gathers fwd / bwd",
+        "gathered per step",
+        "gathered weights",
+    )
+    return Table(header, rows, align=["left", "right", "right", "right", "right", "right", "left"])
+
+
+def activation_table(reports: Sequence[StepReport]) -> Table:
+    rows = [
+        (
+            r.policy,
+            format_bytes(r.temp_bytes),
+            "n/a" if r.flops is None else f"{r.flops / 1e9:.2f}",
+            f"{r.gathers_forward} / {r.gathers_backward}",
+            format_bytes(r.gathered_bytes),
+        )
+        for r in reports
+    ]
+    header = ["layer output pinned to", "temp memory per device", "GFLOP per device"]
+    header += ["all-gathers fwd / bwd", "gathered per step"]
+    return Table(header, rows)
+
+
+# --- the gradient, shard by shard ---------------------------------------------------------------
+
+
+def gradient_shards(
+    grads: dict[str, jax.Array],
+) -> dict[str, list[tuple[int, tuple[int, ...], NDArray[Any]]]]:
+    """``{weight: [(device id, where the shard starts in the global array, its values), ...]}``."""
+    return {
+        name: [
+            (s.device.id, tuple(i.start or 0 for i in s.index), np.asarray(s.data))
+            for s in g.addressable_shards
+        ]
+        for name, g in grads.items()
+    }
+
+
+#: The layouts the guide pins the saved carry to.
+ACTIVATION_SPECS: dict[str, P | None] = {
+    "nothing (the compiler's choice)": None,
+    "P(('data', 'fsdp'), None, None): batch over all 8": BATCH,
+    "P('data', None, None): batch over 2, whole on each fsdp device": P("data", None, None),
+}
+#: The smaller model whose gradients ``python -m examples.howto.sharding`` writes for the tests
+#: (batch and widths still divide by the mesh's axes).
+CHECK_CONFIG = Config(layers=2, batch=8, seq=32, width=64, heads=4)
+
+
+def plain_layer(cfg: Config, policy: Any) -> Layer:
+    """The block with no sharding anywhere, checkpointed with ``policy`` (``None``: not at all)."""
+    layer = lambda h, p: block(h, p, cfg.heads)
+    return layer if policy is None else jax.checkpoint(layer, policy=policy)
+
+
+def single_device(cfg: Config = CONFIG) -> Arguments:
+    """The weights and the batch whole on the first device, as a one-device step gets them."""
+    placed: Arguments = jax.device_put((init_params(cfg), init_inputs(cfg)), jax.devices()[0])
+    return placed
+
+
+def single_device_stats(cfg: Config = CONFIG) -> dict[str, Any]:
+    """:func:`~examples.measure.compiled_stats` of the unsharded step, per policy."""
+    args = single_device(cfg)
+    return {
+        name: compiled_stats(jax.grad(scan_loss(plain_layer(cfg, policy))), *args)
+        for name, policy in POLICIES.items()
+    }
+
+
+def max_difference(grads: dict[str, jax.Array], reference: dict[str, Any]) -> float:
+    """The largest absolute difference between two gradients, over every weight."""
+    return max(
+        float(np.max(np.abs(np.asarray(grads[k]) - np.asarray(reference[k])))) for k in reference
+    )
+
+
+def write_check(out: Path, cfg: Config = CONFIG, check: Config = CHECK_CONFIG) -> None:
+    """Write ``gradients.npz`` (every shard of every variant and policy, on the model ``check``)
+    and ``report.json`` (the measurements of the guide, on the model ``cfg``)."""
+    mesh = make_mesh()
+    params, x = place(mesh, init_params(check), init_inputs(check))
+    arrays: dict[str, np.ndarray] = {}
+    for variant, make_step in VARIANTS.items():
+        for p, policy in enumerate(POLICIES.values()):
+            grads = make_step(check, mesh, policy)(params, x)
+            for weight, shards in gradient_shards(grads).items():
+                for device, start, values in shards:
+                    key = f"{variant}/{p}/{weight}/{device}"
+                    arrays[key] = values
+                    arrays[key + "/start"] = np.array(start, dtype=np.int64)
+    # numpy's stub types **kwds as if one could be its allow_pickle: bool.
+    np.savez(out / "gradients.npz", **arrays)  # type: ignore[arg-type]
+    placed = place(mesh, init_params(cfg), init_inputs(cfg))
+    data = {
+        "devices": jax.device_count(),
+        "config": dataclasses.asdict(cfg),
+        "check_config": dataclasses.asdict(check),
+        "policies": list(POLICIES),
+        "argument_bytes_device0": one_device_bytes(placed, jax.devices()[0]),
+        "steps": [r.as_dict() for v in VARIANTS for r in measure(mesh, cfg, v)],
+        "activation": [r.as_dict() for r in measure_activation(mesh, ACTIVATION_SPECS, cfg)],
+        "single_device": {k: s.as_dict() for k, s in single_device_stats(cfg).items()},
+    }
+    (out / "report.json").write_text(json.dumps(data, indent=1), encoding="utf-8")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m examples.howto.sharding",
+        description="Gradients and measurements of the sharded step on eight devices.",
+    )
+    parser.add_argument("--out", type=Path, required=True, help="an empty or new folder")
+    ns = parser.parse_args(argv)
+    if ns.out.exists() and any(ns.out.iterdir()):
+        print(f"{ns.out} is not empty; not overwriting it", file=sys.stderr)
+        return 2
+    # Eight host devices, unless the backend already started (with XLA_FLAGS, say).
+    with contextlib.suppress(RuntimeError):
+        jax.config.update("jax_num_cpu_devices", DEVICES)
+    ns.out.mkdir(parents=True, exist_ok=True)
+    write_check(ns.out)
+    print(f"wrote {ns.out / 'gradients.npz'} and {ns.out / 'report.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

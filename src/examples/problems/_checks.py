@@ -1,0 +1,368 @@
+"""The checks every problem runs: the value, and the structure that the value cannot show.
+
+A gradient-checkpointing solution and a plain one compute the same numbers; they differ only in
+what the forward pass keeps for the backward pass. So besides the value and the gradient, every
+problem here checks the *structure* of the learner's function:
+
+- ``remat``: the traced jaxpr holds JAX's checkpoint around both matrix products, under either
+  implementation (``remat2`` by default; a ``call_hi_primitive`` carrying a ``RematTraced`` under
+  ``jax_remat3``), looking inside ``jit``, ``custom_jvp`` and other nested jaxprs
+  (:func:`examples.jaxprs.remat_sites`);
+- ``policy``: the checkpoint's policy is the required one, compared by identity or equality and
+  by behaviour (what it keeps on a probe function with and without batch dimensions);
+- ``residuals``: what ``jax.vjp`` of the learner's function keeps (from
+  :func:`examples.residuals.saved_residuals`) is what the reference solution keeps.
+
+What the reference keeps is worked out by :func:`prepare` before any learner code runs, so a
+solution that changes JAX's configuration cannot change the yardstick.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import inspect
+import types
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from examples.jaxprs import RematSite, remat3_enabled, remat_sites
+from examples.problems._runner import CHECK_NAMES
+from examples.problems._spec import Case, Problem
+from examples.residuals import Residuals, saved_residuals
+
+# --- policies -------------------------------------------------------------------------------------
+
+_POLICY_NAMES = (
+    "dots_with_no_batch_dims_saveable",
+    "dots_saveable",
+    "nothing_saveable",
+    "everything_saveable",
+    "offload_dot_with_no_batch_dims",
+)
+
+
+def policy_name(policy: Any) -> str:
+    """``jax.checkpoint_policies.NAME`` for a named policy, else a short description."""
+    if policy is None:
+        # Under jax_remat3, jax.checkpoint turns nothing_saveable into None before tracing.
+        return "no policy (JAX's default: keep nothing, as nothing_saveable does)"
+    for name in _POLICY_NAMES:
+        known = getattr(jax.checkpoint_policies, name, None)
+        if known is not None and _same_object(policy, known):
+            return name
+    if isinstance(policy, types.FunctionType):
+        return f"the function {policy.__qualname__}"
+    return repr(policy)
+
+
+def _is_plain_function(policy: Any) -> bool:
+    """A policy written as a Python function (not one of JAX's own policy objects)."""
+    return isinstance(policy, types.FunctionType) and not _same_object(
+        policy, jax.checkpoint_policies.everything_saveable
+    )
+
+
+def _same_object(a: Any, b: Any) -> bool:
+    if a is b:
+        return True
+    try:
+        return bool(a == b)
+    except Exception:
+        return False
+
+
+def _probe(a: jax.Array, b: jax.Array, c: jax.Array) -> jax.Array:
+    """A product without batch dimensions, one with a batch dimension, and elementwise work."""
+    plain = a @ b
+    batched = jnp.einsum("bij,bjk->bik", c, jnp.broadcast_to(b, (c.shape[0], *b.shape)))
+    return jnp.sum(jnp.sin(plain)) + jnp.sum(jnp.cos(batched))
+
+
+def policy_behaviour(policy: Any) -> tuple[tuple[str, str | None], ...]:
+    """What ``jax.checkpoint(probe, policy=policy)`` keeps: (type, primitive) per computed value.
+
+    The probe has a matrix product without batch dimensions, one with a batch dimension, and
+    elementwise functions, so it tells apart the policies a learner is likely to reach for.
+    """
+    a = jnp.ones((3, 4), jnp.float32)
+    b = jnp.ones((4, 5), jnp.float32)
+    c = jnp.ones((2, 3, 4), jnp.float32)
+    listing = saved_residuals(jax.checkpoint(_probe, policy=policy), a, b, c)
+    return tuple(sorted((r.type_str, r.detail) for r in listing.excluding_arguments()))
+
+
+def compare_policy(
+    found: Any, required: Any, required_behaviour: tuple[Any, ...] | None = None
+) -> tuple[bool, str]:
+    """Whether ``found`` is the required policy, by identity/equality or by behaviour.
+
+    ``required_behaviour`` is :func:`policy_behaviour` of ``required``, if already known.
+    """
+    wanted = policy_name(required)
+    if isinstance(found, str):
+        return False, (
+            f"found the string {found!r}; a policy is an object "
+            f"(jax.checkpoint_policies.{found}), not its name"
+        )
+    if found is None and required is None:
+        return True, wanted
+    if found is not None and required is not None and _same_object(found, required):
+        return True, f"{wanted} (the same policy object)"
+    try:
+        mine = policy_behaviour(found)
+        theirs = policy_behaviour(required) if required_behaviour is None else required_behaviour
+    except Exception as err:  # a hand-written policy that JAX cannot use
+        return False, f"the policy {policy_name(found)} fails on a probe function: {err}"
+    if mine == theirs:
+        return True, (
+            f"{policy_name(found)}: another object, but it keeps exactly what {wanted} keeps on "
+            "a probe with batched and unbatched products"
+        )
+    detail = f"found {policy_name(found)}; the problem asks for {wanted}"
+    if remat3_enabled() and _is_plain_function(found):
+        detail += (
+            " (under jax_remat3, JAX does not call a policy written as a function: it recomputes "
+            "everything, so pass JAX's policy object itself)"
+        )
+    return False, detail
+
+
+# --- residuals ------------------------------------------------------------------------------------
+
+
+def residual_listing(fn: Callable[..., Any], *arrays: Any) -> Residuals:
+    """``saved_residuals`` with ``jit`` inlined, so a jitted solution lists what it keeps inside."""
+    with jax.disable_jit():
+        return saved_residuals(fn, *arrays)
+
+
+def residual_signature(listing: Residuals) -> collections.Counter[tuple[str, str, str | None]]:
+    """(kind, type, name) of each value kept: what it costs in memory.
+
+    Argument names, source lines and the primitive that computed a value are left out: under
+    ``jax_remat3`` arguments are named otherwise, and a checkpoint nested in another (legal, and
+    keeping the same values) reports its outputs as the outer checkpoint's. Names given with
+    ``checkpoint_name`` count.
+    """
+    return collections.Counter(
+        (r.kind, r.type_str, r.detail if r.kind == "named" else None) for r in listing
+    )
+
+
+def describe_computed(listing: Residuals) -> str:
+    computed = collections.Counter(
+        f"{r.detail or r.kind} {r.type_str}" for r in listing.excluding_arguments()
+    )
+    if not computed:
+        return "nothing it computed (only its inputs)"
+    return ", ".join(what + (f" ×{n}" if n > 1 else "") for what, n in sorted(computed.items()))
+
+
+# --- numbers --------------------------------------------------------------------------------------
+
+
+def max_error(actual: Any, expected: np.ndarray) -> tuple[float, float]:
+    """(max abs error, the allowed bound's scale: max abs expected value)."""
+    a = np.asarray(actual, dtype=np.float64)
+    e = np.asarray(expected, dtype=np.float64)
+    return float(np.max(np.abs(a - e), initial=0.0)), float(np.max(np.abs(e), initial=0.0))
+
+
+def signature_text(fn: Callable[..., Any]) -> str:
+    try:
+        names = ", ".join(inspect.signature(fn).parameters)
+        return f"{fn.__name__}({names})"
+    except (TypeError, ValueError, AttributeError):
+        return repr(fn)
+
+
+# --- the checks -----------------------------------------------------------------------------------
+
+#: A check: its name, whether failing it stops the run, and what it does: returns (passed, detail).
+Check = tuple[str, bool, Callable[[], tuple[bool, str]]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Prepared:
+    """The inputs and the yardsticks of one check run, made before any learner code runs."""
+
+    cases: list[Case]
+    #: what the reference solution keeps for the backward pass on ``cases[0]``
+    reference_residuals: Residuals
+    #: what the required policy keeps on the probe function (``None`` for JAX's default)
+    policy_behaviour: tuple[Any, ...] | None
+
+
+def prepare(problem: Problem, seed: int) -> Prepared:
+    """Draw the cases for ``seed`` and work out what the reference keeps."""
+    cases = problem.make_cases(np.random.default_rng(seed))
+    ref_g, ref_arrays = problem.on_arrays(problem.reference, cases[0])
+    required = problem.required_policy
+    return Prepared(
+        cases=cases,
+        reference_residuals=residual_listing(ref_g, *ref_arrays),
+        policy_behaviour=None if required is None else policy_behaviour(required),
+    )
+
+
+def standard_checks(problem: Problem, fn: Callable[..., Any], prepared: Prepared) -> list[Check]:
+    """The checks every problem runs, in order; the fatal ones come first.
+
+    Each one calls the learner's ``fn`` (so each may raise, or hang: the checker handles both).
+    """
+    cases = prepared.cases
+    outputs: list[Any] = []
+    first = cases[0]
+
+    def signature() -> tuple[bool, str]:
+        try:
+            inspect.signature(fn).bind(*first.args)
+        except TypeError as err:
+            return False, (f"{signature_text(fn)} cannot be called as {problem.signature}: {err}")
+        except ValueError:  # no signature to read (a C function, say): the call will tell
+            pass
+        return True, signature_text(fn)
+
+    def runs() -> tuple[bool, str]:
+        outputs.clear()
+        for case in cases:
+            outputs.append(problem.call(fn, case))
+        return True, f"on {len(cases)} inputs: " + "; ".join(c.label for c in cases)
+
+    def shape() -> tuple[bool, str]:
+        for case, out in zip(cases, outputs, strict=True):
+            want = problem.output_shape(case)
+            got = np.shape(out)
+            if got != want:
+                return False, f"expected shape {want} for {case.label}, got {got}"
+        shapes = sorted({problem.output_shape(c) for c in cases})
+        return True, "as expected: " + ", ".join(str(s) for s in shapes)
+
+    def dtype() -> tuple[bool, str]:
+        for case, out in zip(cases, outputs, strict=True):
+            kind = getattr(out, "dtype", None)
+            if kind is None:
+                return False, (
+                    f"returned a {type(out).__name__} for {case.label}, not an array; "
+                    "return the JAX array itself (no float(), .item() or .tolist())"
+                )
+            if np.dtype(kind) != np.float32:
+                return False, f"expected float32 (the inputs' dtype), got {np.dtype(kind)}"
+        return True, "float32, like the inputs"
+
+    def finite() -> tuple[bool, str]:
+        for case, out in zip(cases, outputs, strict=True):
+            values = np.asarray(out, dtype=np.float64)
+            if np.isnan(values).any():
+                return False, f"the output contains NaN for {case.label}"
+            if np.isinf(values).any():
+                return False, f"the output contains inf for {case.label}"
+        return True, "no NaN or inf"
+
+    def value() -> tuple[bool, str]:
+        worst = 0.0
+        for case, out in zip(cases, outputs, strict=True):
+            err, scale = max_error(out, case.expected)
+            allowed = problem.atol + problem.rtol * scale
+            if err > allowed:
+                return False, (
+                    f"differs from the float64 reference for {case.label}: max abs error "
+                    f"{err:.3g} > allowed {allowed:.3g}"
+                )
+            worst = max(worst, err / allowed)
+        return True, f"matches the float64 reference (worst error {worst:.2g} of the tolerance)"
+
+    def gradient() -> tuple[bool, str]:
+        worst = 0.0
+        for case in cases:
+            g, arrays = problem.on_arrays(fn, case)
+            cotangent = jnp.asarray(case.cotangent, jnp.float32)
+
+            def weighted(*values: Any, g: Callable[..., Any] = g, ct: Any = cotangent) -> Any:
+                return jnp.sum(g(*values) * ct)
+
+            grads = jax.grad(weighted, argnums=tuple(range(len(arrays))))(*arrays)
+            for i, (got, want) in enumerate(zip(grads, case.expected_grads, strict=True)):
+                err, scale = max_error(got, want)
+                allowed = problem.atol + problem.rtol * scale
+                if err > allowed:
+                    arg = problem.arg_names[problem.array_args[i]]
+                    return False, (
+                        f"the gradient with respect to {arg} differs from the float64 "
+                        f"reference for {case.label}: max abs error {err:.3g} > allowed "
+                        f"{allowed:.3g}"
+                    )
+                worst = max(worst, err / allowed)
+        return True, f"matches the float64 reference (worst error {worst:.2g} of the tolerance)"
+
+    def traced_sites() -> list[RematSite]:
+        g, arrays = problem.on_arrays(fn, first)
+        return remat_sites(jax.make_jaxpr(g)(*arrays).jaxpr)
+
+    def remat() -> tuple[bool, str]:
+        sites = traced_sites()
+        if not sites:
+            return False, (
+                "no checkpoint in the traced function: the value is right, but nothing tells JAX "
+                "to recompute anything on the backward pass"
+            )
+        covering = [s for s in sites if s.products >= problem.products_inside]
+        if not covering:
+            most = max(s.products for s in sites)
+            return False, (
+                f"a checkpoint ({sites[0].primitive}) is there, but the largest one surrounds "
+                f"{most} of the {problem.products_inside} matrix products; wrap the whole "
+                "computation"
+            )
+        detail = (
+            f"a checkpoint ({covering[0].primitive}) surrounds {covering[0].products} matrix "
+            "products "
+            f"({len(sites)} checkpoint equation{'s' if len(sites) != 1 else ''} in the trace)"
+        )
+        if max(s.depth for s in sites) > 0:
+            detail += "; note: a checkpoint is nested inside another, one level is enough"
+        return True, detail
+
+    def policy() -> tuple[bool, str]:
+        covering = [s for s in traced_sites() if s.products >= problem.products_inside]
+        if not covering:
+            return False, "no checkpoint around the computation, so no policy either"
+        results = [
+            compare_policy(s.policy, problem.required_policy, prepared.policy_behaviour)
+            for s in covering
+        ]
+        for ok, detail in results:
+            if not ok:
+                return False, detail
+        return True, results[0][1]
+
+    def residuals() -> tuple[bool, str]:
+        g, arrays = problem.on_arrays(fn, first)
+        mine = residual_listing(g, *arrays)
+        theirs = prepared.reference_residuals
+        if residual_signature(mine) == residual_signature(theirs):
+            return True, (f"keeps {describe_computed(mine)}, as the reference does ({first.label})")
+        return False, (
+            f"the backward pass would keep {describe_computed(mine)}; the reference keeps "
+            f"{describe_computed(theirs)} ({first.label})"
+        )
+
+    checks: list[Check] = [
+        ("signature", True, signature),
+        ("runs", True, runs),
+        ("shape", True, shape),
+        ("dtype", True, dtype),
+        ("finite", True, finite),
+        ("value", False, value),
+        ("gradient", False, gradient),
+        ("remat", False, remat),
+        ("policy", False, policy),
+        ("residuals", False, residuals),
+    ]
+    assert tuple(name for name, _, _ in checks) == CHECK_NAMES
+    return checks

@@ -1,8 +1,0 @@
-"""Right value, no checkpoint at all: what a value-only grader accepts."""
-
-import jax
-import jax.numpy as jnp
-
-
-def checkpoint_dot_policy(w1, w2, x):
-    return jnp.sum((jax.nn.relu(x @ w1) @ w2) ** 2)

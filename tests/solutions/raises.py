@@ -1,9 +1,0 @@
-import jax
-
-
-def helper(y):
-    raise ValueError("this learner gave up")
-
-
-def checkpoint_dot_policy(w1, w2, x):
-    return jax.checkpoint(helper)(x @ w1)

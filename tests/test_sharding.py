@@ -1,0 +1,356 @@
+"""examples.howto.sharding, .collectives and .offload: the sharded step and host offload.
+
+The test process has one CPU device, and a process cannot change its device count once JAX's
+backend has started. So the eight-device checks run `python -m examples.howto.sharding` in a
+subprocess started with `XLA_FLAGS=--xla_force_host_platform_device_count=8` (and JAX held to the
+CPU), which writes every device's block of every gradient and the guide's measurements; the tests
+here compare them with the one-device gradient and check each claim the page makes on them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from examples.howto import collectives as c
+from examples.howto import offload as o
+from examples.howto import sharding as s
+from examples.models import SIZES, Config, init_inputs, init_params, scan_loss
+from examples.residuals import saved_residuals
+
+ROOT = Path(__file__).resolve().parent.parent
+GW = f"save_only_these_names('{s.GATHERED}')"
+REGATHER = (
+    "nothing_saveable",
+    "dots_with_no_batch_dims_saveable",
+    "save_only_these_names('mlp_hidden')",
+)
+KEEP = ("no remat", GW)
+
+
+# --- reading compiled HLO ----------------------------------------------------------------------
+
+_BWD = 'metadata={op_name="jit(f)/transpose(jvp())/while/body/dot"}'
+_FWD = 'metadata={op_name="jit(f)/jvp()/while/body/dot"}'
+_TRIPS = 'backend_config={"known_trip_count":{"n":"6"}}'
+HLO = f"""\
+%body.1 (p: (s32[], f32[4,8])) -> (s32[], f32[4,8]) {{
+  %ag = f32[16,8]{{1,0}} all-gather(%x), dimensions={{0}}, {_BWD}
+  %ag2 = ((f32[4,8]{{1,0}}), f32[16,8]{{1,0}}) all-gather-start(%x), dimensions={{0}}, {_FWD}
+}}
+%cond.1 (p: (s32[], f32[4,8])) -> pred[] {{
+}}
+ENTRY %main (a: f32[4,8]) -> f32[4,8] {{
+  %w = (s32[], f32[4,8]) while(%t), condition=%cond.1, body=%body.1, {_TRIPS}
+  %ar = (f32[2,2]{{1,0}}, bf16[4]{{0}}) all-reduce(%a, %b), to_apply=%add
+}}
+"""
+
+
+def test_collectives_are_counted_per_step_and_split_by_pass():
+    found = c.collectives(HLO)
+    assert [(x.op, x.backward, x.nbytes, x.runs) for x in found] == [
+        ("all-gather", True, 16 * 8 * 4, 6),  # inside a loop of six trips, named transpose(...)
+        ("all-gather", False, 16 * 8 * 4, 6),  # async: the gathered result, not the operand
+        ("all-reduce", False, 2 * 2 * 4 + 4 * 2, 1),  # a tuple: both results
+    ]
+    assert found[0].bytes_per_step == 16 * 8 * 4 * 6
+    assert c.counts(found) == {"all-gather": 2, "all-reduce": 1}
+    assert c.table(found).column("result per device")[2] == "`(f32[2,2], bf16[4])`"
+
+
+# --- one device: errors a reader can cause ------------------------------------------------------
+
+
+def test_a_mesh_larger_than_the_devices_says_how_to_get_more():
+    with pytest.raises(RuntimeError, match="jax_num_cpu_devices") as err:
+        s.make_mesh((len(jax.devices()) + 1, 1))
+    assert "xla_force_host_platform_device_count" in str(err.value)
+
+
+def test_the_device_count_cannot_change_once_the_backend_runs():
+    jax.devices()
+    with pytest.raises(RuntimeError, match="should be updated before backends are initialized"):
+        jax.config.update("jax_num_cpu_devices", 8)
+
+
+def test_with_sharding_constraint_refuses_explicit_axes():
+    explicit = jax.make_mesh((1, 1), s.AXES)
+    pin = lambda x: jax.lax.with_sharding_constraint(x * 2, NamedSharding(explicit, P("data")))
+    with pytest.raises(ValueError, match="can only refer to Auto axes of the mesh"):
+        jax.jit(pin)(np.zeros((8, 4)))
+    assert s.make_mesh((1, 1)).axis_types == (jax.sharding.AxisType.Auto,) * 2
+
+
+def test_the_transpose_of_all_gather_is_a_reduce_scatter():
+    mesh = s.make_mesh((1, 1))
+    cfg = s.CHECK_CONFIG
+    params, x = s.place(mesh, init_params(cfg), init_inputs(cfg))
+    jaxpr = jax.make_jaxpr(jax.grad(s.shard_map_loss(cfg, mesh, None)))(params, x)
+    assert "reduce_scatter" in str(jaxpr)
+
+
+def test_the_cli_refuses_a_folder_that_is_not_empty(tmp_path, capsys):
+    (tmp_path / "keep.txt").write_text("mine")
+    assert s.main(["--out", str(tmp_path)]) == 2
+    assert "not empty" in capsys.readouterr().err
+    assert (tmp_path / "keep.txt").read_text() == "mine"
+
+
+# --- eight devices, in a subprocess -----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def eight(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sharded") / "run"
+    env = {
+        **os.environ,
+        "XLA_FLAGS": "--xla_force_host_platform_device_count=8",
+        "JAX_PLATFORMS": "cpu",
+        "PYTHONPATH": str(ROOT / "src"),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "examples.howto.sharding", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    data = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    with np.load(out / "gradients.npz") as npz:
+        grads = {k: npz[k] for k in npz.files}
+    return data, grads
+
+
+def _steps(data, variant):
+    return {r["policy"]: r for r in data["steps"] if r["variant"] == variant}
+
+
+@pytest.mark.slow
+def test_every_device_block_of_the_gradient_matches_one_device(eight):
+    data, grads = eight
+    assert data["devices"] == 8
+    cfg = Config(**data["check_config"])
+    reference = jax.grad(scan_loss(s.plain_layer(cfg, None)))(init_params(cfg), init_inputs(cfg))
+    reference = {k: np.asarray(v) for k, v in reference.items()}
+    for variant in s.VARIANTS:
+        for p in range(len(s.POLICIES)):
+            for weight, full in reference.items():
+                covered = np.zeros(full.shape, bool)
+                for device in range(8):
+                    block = grads[f"{variant}/{p}/{weight}/{device}"]
+                    start = grads[f"{variant}/{p}/{weight}/{device}/start"]
+                    # Weights are split four ways: each device holds a quarter of the rows.
+                    assert block.shape == (full.shape[0], full.shape[1] // 4, full.shape[2])
+                    where = tuple(slice(a, a + n) for a, n in zip(start, block.shape, strict=True))
+                    np.testing.assert_allclose(block, full[where], rtol=2e-5, atol=1e-6)
+                    covered[where] = True
+                assert covered.all(), f"{variant}/{weight}: the blocks miss part of the gradient"
+
+
+@pytest.mark.slow
+def test_memory_and_flops_of_a_sharded_program_are_per_device(eight):
+    data, _ = eight
+    cfg = Config(**data["config"])
+    weights = sum(a.nbytes for a in init_params(cfg).values())
+    batch = init_inputs(cfg).nbytes
+    one_device = weights // 4 + batch // 8  # a quarter of each weight, an eighth of the batch
+    assert data["argument_bytes_device0"] == one_device
+    for step in data["steps"]:
+        assert step["argument_bytes"] == one_device
+        assert abs(step["output_bytes"] - weights // 4) < 1024  # gradients, sharded like weights
+    for name, step in _steps(data, "jit").items():
+        if name == GW:  # on one device there is nothing gathered to name
+            continue
+        ratio = data["single_device"][name]["flops"] / step["flops"]
+        assert ratio == pytest.approx(8, rel=0.01), name
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", list(s.VARIANTS))
+def test_which_policies_gather_the_weights_again(eight, variant):
+    data, _ = eight
+    cfg = Config(**data["config"])
+    one_layer = sum(a[0].nbytes for a in init_params(cfg).values())
+    steps = _steps(data, variant)
+    for step in steps.values():
+        assert step["gathers_forward"] == 4  # the four weights of a layer
+    for name in REGATHER:
+        assert steps[name]["gathers_backward"] == 4, name
+        assert steps[name]["gathered_bytes"] == 2 * cfg.layers * one_layer
+    for name in KEEP:
+        assert steps[name]["gathers_backward"] == 0, name
+        assert steps[name]["gathered_bytes"] == cfg.layers * one_layer
+    # Keeping the gathered weights costs the full weights of every layer on every device.
+    reports = [s.StepReport(**r) for r in steps.values()]
+    kept = s.kept_cost(reports)[GW]
+    assert cfg.layers * one_layer <= kept <= 1.01 * cfg.layers * one_layer
+    # Remat changes what the backward pass recomputes, not the gradient's reductions.
+    assert len({r.reduced_bytes for r in reports}) == 1
+    assert [r.weights for r in reports].count("gathered again") == len(REGATHER)
+
+
+@pytest.mark.slow
+def test_shard_map_compiles_to_the_same_gathers_and_memory(eight):
+    data, _ = eight
+    jit, mapped = _steps(data, "jit"), _steps(data, "shard_map")
+    for name in s.POLICIES:
+        a, b = jit[name], mapped[name]
+        keys = ("gathers_forward", "gathers_backward", "gathered_bytes")
+        assert [a[k] for k in keys] == [b[k] for k in keys], name
+        assert abs(a["temp_bytes"] - b["temp_bytes"]) / a["temp_bytes"] < 1e-3, name
+
+
+@pytest.mark.slow
+def test_pinning_the_saved_carry(eight):
+    data, _ = eight
+    free, all_eight, two = (s.StepReport(**r) for r in data["activation"])
+    # Pinned to the batch over all eight devices: what the compiler chose anyway.
+    assert (free.temp_bytes, free.flops) == (all_eight.temp_bytes, all_eight.flops)
+    # Pinned to the data axis alone: more memory and more FLOPs per device.
+    assert two.temp_bytes > all_eight.temp_bytes
+    assert two.flops > all_eight.flops
+
+
+# --- host offload -------------------------------------------------------------------------------
+
+SMALL = SIZES["tiny"]
+
+
+@pytest.fixture(scope="module")
+def stages():
+    return {r.policy: r for r in o.measure(SMALL, time_steps=False)}
+
+
+def _twin_residual_bytes(cfg, policy_name):
+    layer = s.plain_layer(cfg, o.POLICIES[policy_name])
+    one = {k: v[0] for k, v in init_params(cfg).items()}
+    return saved_residuals(layer, init_inputs(cfg), one).excluding_arguments().nbytes
+
+
+def test_offload_asks_to_move_what_the_twin_keeps(stages):
+    for off, twin in o.ON_DEVICE.items():
+        expected = SMALL.layers * _twin_residual_bytes(SMALL, twin)
+        assert expected > 0
+        assert stages[off].to_host_bytes == stages[off].to_device_bytes == expected
+    for name in ("nothing_saveable", *o.ON_DEVICE.values()):
+        assert stages[name].to_host_bytes == stages[name].to_device_bytes == 0
+
+
+@pytest.mark.skipif(jax.default_backend() != "cpu", reason="what the CPU backend does")
+def test_the_cpu_backend_drops_offload_at_lowering(stages):
+    assert {"device", "pinned_host"} <= set(o.memory_kinds())
+    for off, twin in o.ON_DEVICE.items():
+        assert stages[off].annotations == stages[off].host_buffers == 0
+        assert stages[off].host_temp_bytes == 0
+        assert stages[off].temp_bytes == stages[twin].temp_bytes
+    assert o.device_memory_saved(list(stages.values())) == dict.fromkeys(o.ON_DEVICE, 0)
+
+
+def test_lowered_for_a_gpu_the_step_carries_placements():
+    counts = o.placements_by_platform(SMALL)
+    assert counts["cpu"] == 0
+    assert counts["cuda"] == counts["tpu"] == 2  # to pinned_host, and back to device
+    grad = jax.grad(o.make_loss(SMALL, o.POLICIES[o.OFFLOAD_NAMES]))
+    lines = o.placement_lines(o.lowered_for("cuda", grad, init_params(SMALL), init_inputs(SMALL)))
+    assert '"pinned_host"' in lines.splitlines()[0]
+    assert '"device"' in lines.splitlines()[1]
+    assert " loc(" not in lines
+    dots = o.placements_by_platform(SMALL, ("cuda",), o.OFFLOAD_DOTS)
+    assert dots["cuda"] > 0
+
+
+def _fake_gpu_run(stages):
+    info = {"jax": "0", "jaxlib": "0", "device": "Test GPU", "backend": "gpu"}
+    timing = {"median_s": 0.002, "min_s": 0.001, "max_s": 0.003, "repeats": 7}
+    results = [dataclasses.replace(r, step=timing) for r in stages.values()]
+    return o.Run(info, SMALL, results)
+
+
+def test_runs_round_trip_and_are_never_overwritten(tmp_path, stages):
+    run = _fake_gpu_run(stages)
+    path = tmp_path / "gpu.json"
+    o.save(run, path)
+    assert o.load(path) == run
+    with pytest.raises(FileExistsError):
+        o.save(run, path)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: d.update(schema="other"), "schema is 'other'"),
+        (lambda d: d["runinfo"].pop("backend"), "runinfo must name"),
+        (lambda d: d["results"][0].pop("temp_bytes"), r"results\[0\]: missing temp_bytes"),
+        (lambda d: d["results"][0]["step"].pop("min_s"), "step: missing min_s"),
+    ],
+)
+def test_a_malformed_run_is_named(tmp_path, stages, edit, message):
+    data = _fake_gpu_run(stages).to_json()
+    edit(data)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(o.OffloadDataError, match=message) as err:
+        o.load(path)
+    assert "bad.json" in str(err.value)
+
+
+def test_the_page_renders_gpu_runs_or_says_there_is_none(stages):
+    empty = o.gpu_report([])._repr_markdown_()
+    assert "No GPU run is committed yet" in empty
+    assert o.COMMAND in empty
+    assert o.status([]) == "no GPU run is committed yet"
+    gpu = _fake_gpu_run(stages)
+    cpu = dataclasses.replace(gpu, runinfo={**gpu.runinfo, "backend": "cpu", "device": "cpu"})
+    shown = o.gpu_report([cpu, gpu])._repr_markdown_()
+    assert "Test GPU" in shown
+    assert "| policy |" in shown
+    assert "median of 7" in shown
+    assert o.status([cpu]) == "no GPU run is committed yet"
+    saved = o.device_memory_saved(gpu.results)
+    table = o.results_table(gpu.results)
+    assert table.column("device memory saved").count("") == len(gpu.results) - len(saved)
+
+
+def test_committed_runs_load(tmp_path):
+    data = o.RUNS
+    files = sorted(data.glob("*.json"))
+    runs = o.load_all(data)
+    assert [r.label() for r in runs] == [o.load(f).label() for f in files]
+    assert all(r.runinfo["backend"] != "cpu" for r in runs), "a CPU run shows nothing of offload"
+
+
+def test_the_recorder_refuses_to_overwrite_or_to_record_on_cpu(tmp_path, capsys):
+    existing = tmp_path / "there.json"
+    existing.write_text("{}")
+    assert o.main(["--out", str(existing), "--size", "tiny"]) == 2
+    assert existing.read_text() == "{}"
+    if jax.default_backend() == "cpu":
+        assert o.main(["--out", str(tmp_path / "cpu.json"), "--size", "tiny"]) == 3
+        assert "--allow-cpu" in capsys.readouterr().err
+        assert not (tmp_path / "cpu.json").exists()
+
+
+@pytest.mark.slow
+def test_the_recorder_writes_a_run_it_can_read(tmp_path):
+    out = tmp_path / "run.json"
+    assert o.main(["--out", str(out), "--size", "tiny", "--allow-cpu", "--repeats", "7"]) == 0
+    run = o.load(out)
+    assert run.config == SIZES["tiny"]
+    assert [r.policy for r in run.results] == list(o.POLICIES)
+    assert all(r.timing.repeats == 7 and r.timing.min_s <= r.timing.median_s for r in run.results)
+    assert run.runinfo["backend"] == jax.default_backend()
+    assert math.isfinite(run.results[0].temp_bytes)

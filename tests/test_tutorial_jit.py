@@ -1,0 +1,148 @@
+"""The tutorial's compiled measurements: a scan's FLOP count covers one pass through each loop
+body; a checkpointed scan body keeps its recomputation; in straight-line code XLA merges it back.
+
+The relations the page states about XLA are asserted on the CPU backend, the one that builds the
+site; XLA:GPU and XLA:TPU run other pipelines, and the page words its verdicts from whatever
+the build measured.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from examples import tutorial_jit as J
+from examples.models import scan_loss
+from examples.residuals import saved_residuals
+
+cpu_only = pytest.mark.skipif(
+    jax.default_backend() != "cpu",
+    reason="the page's XLA figures are measured on CPU; other backends compile differently",
+)
+
+DEPTH, BATCH, WIDTH = 8, 64, 128
+
+
+def _mlp_np(params, x):
+    Ws, bs = (np.asarray(p, np.float64) for p in params)
+    h = np.asarray(x, np.float64)
+    for W, b in zip(Ws, bs, strict=True):
+        h = np.maximum(h @ W + b, 0.0)
+    return np.mean(h**2)
+
+
+def test_every_body_and_the_unrolled_loss_compute_the_same_gradient():
+    params, x = J.mlp_inputs(depth=3, batch=4, width=8)
+    np.testing.assert_allclose(scan_loss(J.dense_relu)(params, x), _mlp_np(params, x), rtol=1e-5)
+    np.testing.assert_allclose(J.unrolled_loss(J.dense_relu)(params, x), _mlp_np(params, x), 1e-5)
+    grads = [jax.grad(scan_loss(b))(params, x) for b in J.SCAN_BODIES.values()]
+    grads += [jax.grad(J.unrolled_loss(b))(params, x) for b in J.STRAIGHT_LINE_LAYERS.values()]
+    for other in grads[1:]:
+        for a, b in zip(jax.tree.leaves(grads[0]), jax.tree.leaves(other), strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+
+
+def test_the_decorator_form_is_the_dots_policy():
+    h, W_b = jnp.ones((4, 8)), (jnp.ones((8, 8)), jnp.ones(8))
+    called = jax.checkpoint(
+        J.dense_relu, policy=jax.checkpoint_policies.dots_with_no_batch_dims_saveable
+    )
+    describe = lambda fn: [(r.kind, r.detail, r.shape) for r in saved_residuals(fn, h, W_b)]
+    assert describe(J.dense_relu_keep_dots) == describe(called)
+
+
+def test_plain_and_dots_bodies_keep_one_activation_shaped_array_each():
+    h, W_b = jnp.ones((4, 8)), (jnp.ones((8, 8)), jnp.ones(8))
+    plain = saved_residuals(J.SCAN_BODIES["plain body"], h, W_b).excluding_arguments()
+    dots = saved_residuals(J.SCAN_BODIES["dots policy (decorator)"], h, W_b).excluding_arguments()
+    assert [(r.primitive, r.shape) for r in plain] == [("div", (4, 8))]
+    assert [(r.primitive, r.shape) for r in dots] == [("dot_general", (4, 8))]
+
+
+@cpu_only
+def test_xla_counts_a_scan_body_once():
+    counts = J.flops_by_depth((4, 8), batch=BATCH, width=WIDTH)
+    (scan4, unrolled4), (scan8, unrolled8) = counts[4], counts[8]
+    assert scan4 == scan8  # the same at both depths
+    assert unrolled8 / unrolled4 == pytest.approx(2.0, rel=0.1)  # grows with the depth
+    assert unrolled8 / scan8 == pytest.approx(8, rel=0.1)  # ~ depth x the scan's figure
+    table = J.flops_by_depth_table(counts)
+    assert table.column("depth") == ["4", "8"]
+
+
+@cpu_only
+def test_scan_rows_per_body():
+    rows = {r.body: r for r in J.scan_rows(DEPTH, BATCH, WIDTH)}
+    plain, ck = rows["plain body"], rows["jax.checkpoint(body)"]
+    nocse, dots = rows["jax.checkpoint(body, prevent_cse=False)"], rows["dots policy (decorator)"]
+    # In layer products: one forward and two backward; the checkpoint adds the forward again.
+    assert plain.body_matmuls == pytest.approx(3, abs=0.1)
+    assert ck.body_matmuls == pytest.approx(4, abs=0.1)
+    assert ck.whole_flops == ck.flops * DEPTH
+    # The checkpointed body keeps its recomputation and lowers XLA's memory.
+    assert ck.flops > plain.flops
+    assert ck.temp_bytes < plain.temp_bytes
+    # prevent_cse=False changes nothing inside a scan.
+    assert (nocse.temp_bytes, nocse.flops) == (ck.temp_bytes, ck.flops)
+    assert dots.flops >= plain.flops
+    table = J.scan_table(list(rows.values()))
+    assert table.column("vs plain")[0] == "1.00×"
+
+
+@cpu_only
+def test_scan_facts_follow_the_rows():
+    rows = J.scan_rows(DEPTH, BATCH, WIDTH)
+    facts = J.scan_facts(rows, J.flops_by_depth((4, 8), BATCH, WIDTH))
+    assert facts["scan_count_verdict"] == "the same at both depths"
+    assert facts["scan_nocse_verdict"] == "exactly the figures of the default"
+    assert facts["scan_ck_temp_relation"].endswith("less temporary memory than")
+    assert facts["tldr_scan"].startswith("kept its recomputation and cut")
+
+
+@cpu_only
+def test_straight_line_checkpoints_are_undone_by_xla():
+    rows = {r.name: r for r in J.straight_line_rows(DEPTH, BATCH, WIDTH)}
+    plain, ck = rows["no checkpoint"], rows["jax.checkpoint per layer"]
+    nocse = rows["jax.checkpoint per layer, prevent_cse=False"]
+    pass_off = rows["no checkpoint, XLA remat pass off"]
+    # JAX emits the recomputation (one product per layer) behind one barrier per layer...
+    assert ck.lowered_dots == plain.lowered_dots + DEPTH
+    assert ck.lowered_barriers == DEPTH
+    assert nocse.lowered_barriers == 0
+    # ...and XLA's optimized program has neither.
+    assert ck.compiled_barriers == 0
+    assert ck.compiled_dots == plain.compiled_dots
+    assert ck.flops == plain.flops
+    assert ck.temp_bytes >= plain.temp_bytes  # "saved no memory"
+    assert J.same_figures(nocse, ck)
+    assert J.same_figures(pass_off, plain)  # XLA's remat pass changes nothing here
+    facts = J.straight_line_facts(list(rows.values()))
+    assert facts["sl_ck_extra"] == DEPTH
+    assert facts["sl_recompute_survived"] is False
+    assert facts["sl_memory_saved"] is False
+    assert facts["tldr_straight"].endswith("lost their recomputation to XLA and saved no memory")
+    assert facts["sl_pass_off_verdict"].startswith("changes nothing")
+    assert facts["sl_conclusion"].startswith("On this backend, then, XLA undid")
+
+
+def test_xla_row_counts_products_and_barriers_in_both_programs():
+    x = jnp.ones((8, 8))
+    plain = J.xla_row("plain", lambda a: jnp.sum(a @ a @ a), x)
+    assert (plain.lowered_dots, plain.lowered_barriers) == (2, 0)
+    barrier = J.xla_row("barrier", lambda a: jnp.sum(jax.lax.optimization_barrier(a) @ a), x)
+    assert barrier.lowered_barriers == 1
+
+
+def test_remat_pass_switch_is_restored():
+    before = jax.config.jax_compiler_enable_remat_pass
+    with J.xla_remat_pass(not before):
+        assert jax.config.jax_compiler_enable_remat_pass is (not before)
+    assert jax.config.jax_compiler_enable_remat_pass is before
+
+
+def test_relation_words():
+    assert J.relation(5, 5) == "the same temporary memory as"
+    assert J.relation(3 * 2**20, 2**20) == "2.0 MiB more temporary memory than"
+    assert J.relation(1, 9, "traced peak") == "8 B less traced peak than"
