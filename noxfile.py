@@ -14,6 +14,9 @@
     nox -s check -- PROBLEM FILE   check a solution to one of the site's problems
     nox -s serve                live rebuild on http://127.0.0.1:8000 while writing
     nox -s lint                 the pre-commit hooks (ruff, codespell, zizmor, ...) and mypy
+    nox -s tests-jax            the examples' tests on every JAX release of the matrix, recording
+                                what each release does (docs/reference/releases.md)
+    nox -t jax-oldest           ... on the oldest release only (-t jax-newest: the newest)
 
 `nox` alone runs the sessions marked default: tests, then docs. `nox -l` lists them all; the
 file is also a script (`./noxfile.py -s lint`, or `uv run noxfile.py -s lint`).
@@ -276,14 +279,15 @@ def offload_record(session: nox.Session) -> None:
 # The JAX release matrix (issue 16): the examples' tests on every recent JAX release, and the
 # facts of docs/reference/releases.md ("Across JAX releases"), measured on each.
 #
-#     nox -s tests-jax                     every release below (about 8 environments)
+#     nox -s tests-jax                     every release below (nine environments)
 #     nox -s "tests-jax(0.5.3)"            one release, by its id
 #     nox -t jax-oldest jax-newest         the oldest and the newest (what CI runs)
 #
 # Each environment has that JAX (its jaxlib comes with it), the newest Flax whose own requirements
 # accept it, pytest, matplotlib and numpy: not the documentation stack. After the tests, the
-# session runs `python -m examples.releases`, which measures the facts and writes (or replaces,
-# saying so) docs/reference/data/jax-RELEASE.json, with the tests' outcome.
+# session runs `python -m examples.releases`, which measures the facts and writes
+# src/examples/data/releases/jax-RELEASE.json with the tests' outcome. It replaces the record of
+# the release it ran, on purpose (a release's record is its latest run), and says so.
 # Python 3.12 must be on PATH for the last releases (pyenv: PYENV_VERSION=3.11.7:3.12.1).
 # ------------------------------------------------------------------------------------------------
 
@@ -313,7 +317,7 @@ JAX_MATRIX_EXCLUDED_FILES = (
     "test_browser.py",
     "test_release_data.py",
 )
-JAX_MATRIX_DATA = ROOT / "docs" / "reference" / "data"
+JAX_MATRIX_DATA = ROOT / "src" / "examples" / "data" / "releases"
 
 
 @nox.session(name="tests-jax", default=False)
@@ -361,6 +365,10 @@ def tests_jax(session: nox.Session, jax: str, flax: str) -> None:
     if session.posargs:
         session.log("pytest arguments given: a partial run, so no facts are recorded")
     elif junit.is_file():
+        session.log(
+            f"recording jax {jax}: replacing {JAX_MATRIX_DATA.name}/jax-{jax}.json if it exists, "
+            "on purpose (the record of a release is its latest run; git shows the old one)"
+        )
         session.run(
             *("python", "-m", "examples.releases", "--out", str(JAX_MATRIX_DATA), "--replace"),
             *("--junit", str(junit)),
@@ -372,6 +380,7 @@ def tests_jax(session: nox.Session, jax: str, flax: str) -> None:
     failed = sum(int(s.get("failures", 0)) + int(s.get("errors", 0)) for s in suites)
     if failed:
         session.error(f"{failed} tests failed on jax {jax} (the record says which and why)")
+
 
 if __name__ == "__main__":
     nox.main()

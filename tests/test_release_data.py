@@ -1,5 +1,5 @@
-"""The records behind the page "Across JAX releases" (docs/reference/data/), as a whole: enough
-releases, the package's lower bound among them, and what the page says of them.
+"""The records behind the page "Across JAX releases" (src/examples/data/releases/), as a
+whole: enough releases, the package's lower bound among them, and what the page says of them.
 
 The release matrix (nox -s tests-jax) leaves this file out: it is rewriting these records while
 it runs. `nox -s tests` runs it.
@@ -8,11 +8,10 @@ it runs. `nox -s tests` runs it.
 from __future__ import annotations
 
 import pytest
-from builtsite import ROOT
 
 from examples import jaxprs, release_table, releases
 
-DATA = ROOT / "docs" / "reference" / "data"
+DATA = releases.DATA
 
 
 @pytest.fixture(scope="module")

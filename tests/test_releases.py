@@ -15,12 +15,10 @@ import warnings
 import jax
 import jax.numpy as jnp
 import pytest
-from builtsite import ROOT
 
-from examples import jaxprs, release_table, releases, tutorial
+from examples import jaxprs, recorded, release_table, releases, tutorial
 from examples.residuals import saved_residuals
 
-DATA = ROOT / "docs" / "reference" / "data"
 P = jax.checkpoint_policies
 
 
@@ -60,7 +58,7 @@ def test_policy_names_are_what_the_namespace_holds(facts):
 def test_remat_alias_fact_and_the_same_program(facts):
     assert facts["remat_is_checkpoint"] == (jax.remat is jax.checkpoint)
     # Alias or wrapper, jax.remat traces to the program jax.checkpoint does.
-    assert tutorial.remat_alias_check()["same jaxpr"]
+    assert tutorial.remat_vs_checkpoint()["same_jaxpr"]
 
 
 def _replay(call, expected):
@@ -217,6 +215,7 @@ def record(facts):
             "flax": "0.12.0",
             "python": "3.11.7",
             "backend": "cpu",
+            "device": "cpu",
         },
         "facts": copy.deepcopy(facts),
         "tests": {"passed": 3, "failed": [], "skipped": []},
@@ -229,6 +228,7 @@ def test_write_refuses_to_overwrite_and_replace_says_what_changed(tmp_path, reco
     with pytest.raises(FileExistsError, match="--replace"):
         releases.write(record, tmp_path)
     same = releases.write(record, tmp_path, replace=True)
+    assert same.startswith("replaced jax-0.7.2.json")
     assert "the same facts" in same
     changed = copy.deepcopy(record)
     changed["facts"]["remat_primitive"] = "remat3000"
@@ -236,6 +236,23 @@ def test_write_refuses_to_overwrite_and_replace_says_what_changed(tmp_path, reco
     assert "remat_primitive" in message
     assert "remat3000" in message
     assert releases.load(tmp_path / "jax-0.7.2.json")["facts"]["remat_primitive"] == "remat3000"
+    assert [p.name for p in tmp_path.iterdir()] == ["jax-0.7.2.json"]  # no draft left behind
+
+
+def test_a_malformed_record_never_replaces_a_good_one(tmp_path, record):
+    releases.write(record, tmp_path)
+    before = (tmp_path / "jax-0.7.2.json").read_text()
+    broken = copy.deepcopy(record)
+    del broken["facts"]["remat3"]
+    with pytest.raises(releases.ReleasesDataError, match="facts lack remat3"):
+        releases.write(broken, tmp_path, replace=True)
+    assert (tmp_path / "jax-0.7.2.json").read_text() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["jax-0.7.2.json"]
+
+
+def test_records_are_read_through_examples_recorded(record):
+    assert issubclass(releases.ReleasesDataError, recorded.RecordError)
+    assert recorded.folder("releases") == releases.DATA
 
 
 def _broken(record, change):
@@ -247,9 +264,10 @@ def _broken(record, change):
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (lambda d: d.pop("facts"), "missing facts"),
+        (lambda d: d.pop("facts"), "'facts' must be a dict"),
         (lambda d: d.update(schema="jax-remat-guide/releases/0"), "schema is"),
         (lambda d: d["runinfo"].pop("jaxlib"), "runinfo lacks 'jaxlib'"),
+        (lambda d: d["runinfo"].pop("device"), "runinfo lacks 'device'"),
         (lambda d: d["facts"].pop("remat3"), "facts lack remat3"),
         (lambda d: d.update(tests={"passed": "3"}), "'tests' needs"),
         (lambda d: d.update(seconds=[]), "'seconds' must be a dict"),
@@ -268,7 +286,7 @@ def test_files_that_are_not_records(tmp_path, record):
     with pytest.raises(releases.ReleasesDataError, match=r"jax-0\.7\.2\.json: not JSON"):
         releases.load_all(tmp_path)
     (tmp_path / "jax-0.7.2.json").write_text("[]")
-    with pytest.raises(releases.ReleasesDataError, match="expected a JSON object, found list"):
+    with pytest.raises(releases.ReleasesDataError, match=r"jax-0\.7\.2\.json: schema is None"):
         releases.load_all(tmp_path)
     (tmp_path / "jax-0.7.2.json").unlink()
     (tmp_path / "jax-0.8.3.json").write_text(json.dumps(record))
@@ -344,7 +362,7 @@ def test_the_committed_record_of_the_installed_release_holds_here(facts):
 
     In the matrix this compares with the record of the previous run, before it is replaced.
     """
-    path = DATA / releases.file_name(jax.__version__)
+    path = releases.DATA / releases.file_name(jax.__version__)
     mine = [releases.load(path)] if path.is_file() else []
     if not mine:
         pytest.skip(f"no committed record of jax {jax.__version__} (the matrix writes one)")

@@ -68,7 +68,8 @@ def _ad_checkpoint_impl() -> Any:
 
 def jax_saved_residuals(f: Callable[..., Any], *args: Any, **kwargs: Any) -> list[tuple[Any, str]]:
     """``(aval, description)`` pairs, worded as the installed JAX's ``print_saved_residuals``."""
-    return _ad_checkpoint_impl().saved_residuals(f, *args, **kwargs)
+    listing: list[tuple[Any, str]] = _ad_checkpoint_impl().saved_residuals(f, *args, **kwargs)
+    return listing
 
 
 @contextlib.contextmanager
@@ -176,7 +177,7 @@ def _describe(jaxpr: Any, arg_names: Sequence[str]) -> list[SavedValue]:
 def _checkpoint_name_of(eqn: Any) -> str | None:
     """The name a ``checkpoint_name`` equation gives its value (either remat), else ``None``."""
     if eqn.primitive.name == "name":
-        return eqn.params.get("name")
+        return str(eqn.params["name"])
     # Under jax_remat3, checkpoint_name stages a generic primitive carrying a CheckpointName.
     prim = eqn.params.get("_prim")
     if type(prim).__name__.startswith("CheckpointName"):

@@ -13,11 +13,13 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from examples.display import Table, format_bytes, format_seconds
+from examples.display import Align, Table, format_bytes, format_seconds
 
 _TUTORIAL = "../tutorial/gradient-checkpointing.md"
 _NOTES = "../notes/new-checkpoint-implementation.md"
 _POLICIES = "policies.md"
+_LEFT: list[Align] = ["left"]
+_RIGHT: list[Align] = ["right"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,14 +107,14 @@ FACTS: tuple[Fact, ...] = (
 )
 
 
-def release(record: dict) -> str:
-    return record["runinfo"]["jax"]
+def release(record: dict[str, Any]) -> str:
+    return str(record["runinfo"]["jax"])
 
 
 # --- values as text ------------------------------------------------------------------------------
 
 
-def _outcome(value: dict) -> str:
+def _outcome(value: dict[str, Any]) -> str:
     text = {"raises": f"raises `{value.get('error')}`"}.get(value["outcome"], value["outcome"])
     return f"{text}, warns `{value['warning']}`" if value.get("warning") else text
 
@@ -172,7 +174,7 @@ class Run:
         return self.first if self.first == self.last else f"{self.first}–{self.last}"
 
 
-def runs(records: Sequence[dict], key: str) -> list[Run]:
+def runs(records: Sequence[dict[str, Any]], key: str) -> list[Run]:
     """The records (oldest first) grouped into runs of equal value for fact ``key``."""
     found: list[Run] = []
     for rec in records:
@@ -192,7 +194,7 @@ class Change:
     what: str
 
 
-def changes(records: Sequence[dict]) -> list[Change]:
+def changes(records: Sequence[dict[str, Any]]) -> list[Change]:
     """Every change of every fact between consecutive releases of the matrix."""
     found = []
     for fact in FACTS:
@@ -203,7 +205,7 @@ def changes(records: Sequence[dict]) -> list[Change]:
     return found
 
 
-def releases_with(records: Sequence[dict], key: str, value: Any) -> str:
+def releases_with(records: Sequence[dict[str, Any]], key: str, value: Any) -> str:
     """The releases of the matrix where fact ``key`` has ``value``: ``"0.8.3–0.12.0.1"``.
 
     For a page that prints a release-specific output, to say on which releases it holds.
@@ -219,7 +221,7 @@ def changed_in(change: Change) -> str:
 # --- the tables ----------------------------------------------------------------------------------
 
 
-def facts_table(records: Sequence[dict]) -> Table:
+def facts_table(records: Sequence[dict[str, Any]]) -> Table:
     """One row per fact: its values over the releases, and where it changed."""
     by_fact: dict[str, list[Change]] = {}
     for change in changes(records):
@@ -233,10 +235,10 @@ def facts_table(records: Sequence[dict]) -> Table:
             or "no change"
         )
         rows.append([f"{fact.label} ([{fact.page_title}]({fact.page}))", values, changed])
-    return Table(["fact", "value (releases)", "changed"], rows, align=["left"] * 3)
+    return Table(["fact", "value (releases)", "changed"], rows, align=_LEFT * 3)
 
 
-def differences(records: Sequence[dict], here: dict[str, Any]) -> Table:
+def differences(records: Sequence[dict[str, Any]], here: dict[str, Any]) -> Table:
     """Where a release of the matrix differs from ``here`` (the facts of the JAX that built the
     site): what a reader on that release sees instead of what the pages show."""
     rows = []
@@ -248,15 +250,15 @@ def differences(records: Sequence[dict], here: dict[str, Any]) -> Table:
                     [link, run.releases, show(fact.key, run.value), show(fact.key, here[fact.key])]
                 )
     header = ["fact", "on jax", "that release gives", "the pages show"]
-    return Table(header, rows, align=["left"] * 4)
+    return Table(header, rows, align=_LEFT * 4)
 
 
-def _tests(record: dict) -> tuple[int, int, int]:
+def _tests(record: dict[str, Any]) -> tuple[int, int, int]:
     t = record["tests"]
     return t["passed"], len(t["failed"]), len(t["skipped"])
 
 
-def releases_table(records: Sequence[dict]) -> Table:
+def releases_table(records: Sequence[dict[str, Any]]) -> Table:
     """One row per release: versions, the examples' tests, and the time the matrix took."""
     rows = []
     for rec in records:
@@ -286,24 +288,24 @@ def releases_table(records: Sequence[dict]) -> Table:
         "skipped",
         "tests took",
     ]
-    return Table(header, rows, align=["left"] * 5 + ["right"] * 4)
+    return Table(header, rows, align=_LEFT * 5 + _RIGHT * 4)
 
 
-def problems_table(records: Sequence[dict], which: str) -> Table:
+def problems_table(records: Sequence[dict[str, Any]], which: str) -> Table:
     """Every failed (``which="failed"``) or skipped test, with its release and reason."""
     rows = [
         [f"`{release(rec)}`", f"`{item['test']}`", item["reason"] or "(no message)"]
         for rec in records
         for item in rec["tests"][which]
     ]
-    return Table(["jax", "test", "reason"], rows, align=["left"] * 3)
+    return Table(["jax", "test", "reason"], rows, align=_LEFT * 3)
 
 
-def total_seconds(records: Sequence[dict]) -> float:
+def total_seconds(records: Sequence[dict[str, Any]]) -> float:
     """Seconds the matrix took over all releases: installing and testing, as recorded."""
     return float(sum(sum(rec["seconds"].values()) for rec in records))
 
 
-def distinct_listings(records: Sequence[dict]) -> list[tuple[str, str]]:
+def distinct_listings(records: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
     """``(releases, listing)`` for each distinct dots-policy listing, oldest first."""
     return [(r.releases, "\n".join(r.value)) for r in runs(records, "dots_residuals")]

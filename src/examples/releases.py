@@ -3,12 +3,15 @@
 Each fact is read off the installed JAX by running code, never typed in. The release matrix
 (``nox -s tests-jax``) runs this module in each release's environment after the examples' tests:
 
-    python -m examples.releases --out docs/reference/data --junit junit.xml --replace
+    python -m examples.releases --out src/examples/data/releases --junit junit.xml --replace
 
 which writes one JSON record per release, ``jax-<version>.json``: the versions, the facts, and
-the outcome of the tests (failures and skips with their reasons). Records carry no dates, so a
-build from the same files renders the same page. A record is replaced only with ``--replace``,
-and the command says what changed. :mod:`examples.release_table` renders the records.
+the outcome of the tests (failures and skips with their reasons). The records are committed
+under ``src/examples/data/releases/`` and read and written through :mod:`examples.recorded`,
+like the site's other recorded measurements. They carry no dates, so a build from the same files
+renders the same page. An existing record is replaced only with ``--replace``, which the matrix
+passes on purpose (a release's record is its latest run), and the command says that it replaced
+the file and what changed. :mod:`examples.release_table` renders the records.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import jax
 import jax.numpy as jnp
 from jax.ad_checkpoint import checkpoint_name
 
-from examples import compat, runinfo, tutorial
+from examples import compat, recorded, runinfo, tutorial
 from examples.paths import scrub_paths
 
 SCHEMA = "jax-remat-guide/releases/1"
@@ -42,7 +45,7 @@ def remat_primitive() -> str:
     jaxpr = jax.make_jaxpr(jax.checkpoint(lambda x: x * x))(1.0).jaxpr
     if len(jaxpr.eqns) != 1:
         raise RuntimeError(f"jax.checkpoint traced to {len(jaxpr.eqns)} equations, not one")
-    return jaxpr.eqns[0].primitive.name
+    return str(jaxpr.eqns[0].primitive.name)
 
 
 def _without_source(description: str) -> str:
@@ -81,6 +84,7 @@ def _outcome(call: Callable[[], Any], expected: Any = None) -> dict[str, str | N
     """
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
+        error: str | None
         try:
             result = call()
         except Exception as err:  # the exception's type is the fact
@@ -246,18 +250,23 @@ def summarize_junit(path: str | Path) -> dict[str, Any]:
     return summary
 
 
-# --- records -------------------------------------------------------------------------------------
+# --- records ----------------------------------------------------------------------------------
+
+#: Where the matrix commits the records: ``src/examples/data/releases/``, shipped with the package.
+DATA = recorded.folder("releases")
 
 
-class ReleasesDataError(ValueError):
+class ReleasesDataError(recorded.RecordError):
     """A release record that cannot be read: the message names the file and what is wrong."""
 
 
-_REQUIRED = {"schema": str, "runinfo": dict, "facts": dict, "tests": dict, "seconds": dict}
+_FIELDS: dict[str, type] = {"facts": dict, "tests": dict, "seconds": dict}
 FACT_KEYS = tuple(FACTS)
 
 
-def record(junit: str | Path | None = None, seconds: dict[str, float] | None = None) -> dict:
+def record(
+    junit: str | Path | None = None, seconds: dict[str, float] | None = None
+) -> dict[str, Any]:
     """The record of the installed release: versions, facts, tests' outcome, seconds taken."""
     return {
         "schema": SCHEMA,
@@ -272,18 +281,16 @@ def file_name(release: str) -> str:
     return f"jax-{release}.json"
 
 
-def check(data: Any, where: str) -> dict:
-    """``data`` if it is a well-formed record, else :class:`ReleasesDataError` naming ``where``."""
-    if not isinstance(data, dict):
-        raise ReleasesDataError(f"{where}: expected a JSON object, found {type(data).__name__}")
-    missing = [key for key in _REQUIRED if key not in data]
-    if missing:
-        raise ReleasesDataError(f"{where}: missing {', '.join(missing)}")
-    if data["schema"] != SCHEMA:
-        raise ReleasesDataError(f"{where}: schema is {data['schema']!r}, expected {SCHEMA!r}")
-    for key, kind in _REQUIRED.items():
-        if not isinstance(data[key], kind):
-            raise ReleasesDataError(f"{where}: '{key}' must be a {kind.__name__}")
+def release_key(release: str) -> tuple[int, ...]:
+    """``"0.12.0.1"`` -> ``(0, 12, 0, 1)``, for sorting releases."""
+    try:
+        return tuple(int(part) for part in release.split("."))
+    except ValueError:
+        raise ReleasesDataError(f"{release!r} is not a JAX release number") from None
+
+
+def _check(data: dict[str, Any], where: str, name: str) -> dict[str, Any]:
+    """What :func:`examples.recorded.read` leaves to each kind: a release record's own parts."""
     for key in ("jax", "jaxlib", "flax", "python", "backend"):
         if not isinstance(data["runinfo"].get(key), str):
             raise ReleasesDataError(f"{where}: runinfo lacks '{key}'")
@@ -295,43 +302,36 @@ def check(data: Any, where: str) -> dict:
         isinstance(tests.get(k), list) for k in ("failed", "skipped")
     ):
         raise ReleasesDataError(f"{where}: 'tests' needs 'passed' (a number), 'failed', 'skipped'")
-    return data
-
-
-def release_key(release: str) -> tuple[int, ...]:
-    """``"0.12.0.1"`` -> ``(0, 12, 0, 1)``, for sorting releases."""
-    try:
-        return tuple(int(part) for part in release.split("."))
-    except ValueError:
-        raise ReleasesDataError(f"{release!r} is not a JAX release number") from None
-
-
-def load(path: str | Path) -> dict:
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise ReleasesDataError(f"{path.name}: not JSON ({err})") from err
-    data = check(data, path.name)
     release = data["runinfo"]["jax"]
     release_key(release)
-    if path.name != file_name(release):
+    if name != file_name(release):
         raise ReleasesDataError(
-            f"{path.name}: holds jax {release}, so it must be named {file_name(release)}"
+            f"{where}: holds jax {release}, so it must be named {file_name(release)}"
         )
     return data
 
 
-def load_all(folder: str | Path) -> list[dict]:
-    """Every record in ``folder`` (``jax-*.json``), oldest release first."""
+def _read(path: Path, name: str) -> dict[str, Any]:
+    data, _ = recorded.read(path, {SCHEMA: 1}, ReleasesDataError, fields=_FIELDS)
+    return _check(data, path.name, name)
+
+
+def load(path: str | Path) -> dict[str, Any]:
+    """One record, checked; :class:`ReleasesDataError` names the file and the problem."""
+    path = Path(path)
+    return _read(path, path.name)
+
+
+def load_all(folder: str | Path = DATA) -> list[dict[str, Any]]:
+    """Every record in ``folder`` (the committed ones by default), oldest release first."""
     folder = Path(folder)
     if not folder.is_dir():
         raise ReleasesDataError(f"no release data folder at {folder}")
-    records = [load(path) for path in sorted(folder.glob("jax-*.json"))]
+    records = recorded.load_all(folder, load)
     return sorted(records, key=lambda r: release_key(r["runinfo"]["jax"]))
 
 
-def changes(old: dict, new: dict) -> list[str]:
+def changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """What differs between two records of one release, one line each (seconds left out)."""
     lines = [
         f"{key}: {old['facts'].get(key)!r} -> {new['facts'].get(key)!r}"
@@ -344,43 +344,72 @@ def changes(old: dict, new: dict) -> list[str]:
         if old["runinfo"].get(key) != value
     ]
     if old["tests"] != new["tests"]:
-        counts = lambda t: f"{t['passed']} passed, {len(t['failed'])} failed"
+
+        def counts(t: dict[str, Any]) -> str:
+            return f"{t['passed']} passed, {len(t['failed'])} failed"
+
         lines.append(f"tests: {counts(old['tests'])} -> {counts(new['tests'])}")
     return lines
 
 
-def write(data: dict, folder: str | Path, replace: bool = False) -> str:
-    """Write ``data`` as the record of its release; return what was done, in one sentence."""
-    check(data, "the new record")
-    path = Path(folder) / file_name(data["runinfo"]["jax"])
-    text = json.dumps(data, indent=1, sort_keys=True) + "\n"
-    if path.exists():
+def write(data: dict[str, Any], folder: str | Path = DATA, replace: bool = False) -> str:
+    """Write ``data`` as the record of its release; return what was done, in one sentence.
+
+    A new release's record is written with :func:`examples.recorded.write_new`. An existing one
+    is replaced only with ``replace=True``, on purpose: the matrix's record of a release is its
+    latest run there, and the sentence returned says that it replaced the file and what changed.
+    Either way the new record is first written beside it and read back through the same checks
+    as a committed one, so a malformed record never takes the place of a good one.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    release = str(data.get("runinfo", {}).get("jax", "unknown"))
+    name = file_name(release)
+    path = folder / name
+    if path.exists() and not replace:
+        raise FileExistsError(
+            f"{path} exists; pass --replace to replace the record of jax {release} "
+            "(nothing else is touched)"
+        )
+    draft = folder / f".{name}.new"
+    draft.unlink(missing_ok=True)
+    recorded.write_new(draft, data)
+    try:
+        _read(draft, name)
+        if not path.exists():
+            recorded.write_new(path, data)
+            return f"wrote {name} (new)"
         old = load(path)
-        if not replace:
-            raise FileExistsError(
-                f"{path} exists; pass --replace to replace the record of jax "
-                f"{data['runinfo']['jax']} (nothing else is touched)"
-            )
-        what = changes(old, data)
-        path.write_text(text)
-        if not what:
-            return f"replaced {path.name}: the same facts and tests as before"
-        return f"replaced {path.name}; changed: " + "; ".join(what)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return f"wrote {path.name} (new)"
+        draft.replace(path)  # the one place a committed record is replaced: on purpose
+    finally:
+        draft.unlink(missing_ok=True)
+    what = changes(old, data)
+    done = f"replaced {name}, the record of the release this run measured"
+    return (
+        f"{done}: the same facts and tests as before"
+        if not what
+        else f"{done}; changed: " + "; ".join(what)
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m examples.releases", description=__doc__)
-    parser.add_argument("--out", help="folder of the records (print the record when left out)")
+    parser.add_argument(
+        "--out",
+        help="folder of the records, src/examples/data/releases for the committed ones "
+        "(left out: print the record)",
+    )
     parser.add_argument("--junit", help="pytest --junitxml report of this release's tests")
-    parser.add_argument("--replace", action="store_true", help="replace this release's record")
+    parser.add_argument(
+        "--replace",
+        action="store_true",
+        help="replace this release's record if there is one (the matrix does, on purpose)",
+    )
     parser.add_argument(
         "--seconds", action="append", default=[], metavar="STEP=N", help="time a step took"
     )
     args = parser.parse_args(argv)
-    seconds = {}
+    seconds: dict[str, float] = {}
     for item in args.seconds:
         step, _, value = item.partition("=")
         try:

@@ -84,13 +84,13 @@ class Residual:
         """The line ``print_saved_residuals`` would print, with a package-relative path."""
         source = self.source or ""
         what = {
-            "argument": lambda: f"from the argument {self.detail}",
-            "output": lambda: f"output of {self.detail} from {source}",
-            "named": lambda: f"named '{self.detail}' from {source}",
-            "jitted": lambda: f"output of jitted function '{self.detail}' from {source}",
-            "literal": lambda: "from a literal",
-            "constant": lambda: "from a constant",
-        }[self.kind]()
+            "argument": f"from the argument {self.detail}",
+            "output": f"output of {self.detail} from {source}",
+            "named": f"named '{self.detail}' from {source}",
+            "jitted": f"output of jitted function '{self.detail}' from {source}",
+            "literal": "from a literal",
+            "constant": "from a constant",
+        }[self.kind]
         return f"{self.type_str} {what}"
 
 
