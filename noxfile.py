@@ -307,14 +307,15 @@ JAX_RELEASES: list[tuple[str, str, str, list[str]]] = [
     ("3.12", "0.11.2", "0.12.12", []),
     ("3.12", "0.12.0.1", "0.12.12", ["jax-newest"]),
 ]
-#: Left out of the matrix: the files that build sites (they need the documentation stack, which
-#: the matrix does not install, not a particular JAX), and the checks of the release records as a
+#: Left out of the matrix: the files that build sites or the site's wheel and notebooks (they need
+#: the documentation stack, which the matrix does not install, not a particular JAX), and the checks of the release records as a
 #: whole (the matrix is rewriting them). Every other file under tests/ runs, so a new example's
 #: tests join the matrix by themselves.
 JAX_MATRIX_EXCLUDED_FILES = (
     "test_site.py",
     "test_pages.py",
     "test_browser.py",
+    "test_takehome.py",
     "test_release_data.py",
 )
 JAX_MATRIX_DATA = ROOT / "src" / "examples" / "data" / "releases"
@@ -358,6 +359,9 @@ def tests_jax(session: nox.Session, jax: str, flax: str) -> None:
     start = time.perf_counter()
     session.run(
         *("python", "-m", "pytest", *selection, "-p", "no:cacheprovider", f"--junitxml={junit}"),
+        # A test file that fails to import on this release is recorded as that file's error; the
+        # other files still run.
+        "--continue-on-collection-errors",
         env={"REMAT_GUIDE_EXPECT_BACKEND": "cpu", "JAX_PLATFORMS": "cpu"},
         success_codes=[0, 1],
     )

@@ -8,6 +8,7 @@ import copy
 import io
 import json
 import math
+import re
 import subprocess
 import sys
 import warnings
@@ -15,6 +16,7 @@ import warnings
 import jax
 import jax.numpy as jnp
 import pytest
+from builtsite import ROOT
 
 from examples import jaxprs, recorded, release_table, releases, tutorial
 from examples.residuals import saved_residuals
@@ -367,3 +369,24 @@ def test_the_committed_record_of_the_installed_release_holds_here(facts):
     if not mine:
         pytest.skip(f"no committed record of jax {jax.__version__} (the matrix writes one)")
     assert mine[0]["facts"] == json.loads(json.dumps(facts))
+
+
+# --- the links of the facts table -----------------------------------------------------------------
+
+
+def _slug(title: str) -> str:
+    """MyST's heading anchor (``myst_heading_anchors``) of a heading's text, backticks dropped."""
+    return re.sub(r"[^\w\- ]", "", title.replace("`", "").strip().lower().replace(" ", "-"))
+
+
+def test_every_fact_links_to_a_heading_that_exists():
+    """Each link of the facts table names a page of the site and one of its headings."""
+    here = ROOT / "docs" / "reference"
+    for fact in release_table.FACTS:
+        assert fact.pages, fact.key
+        for title, link in fact.pages:
+            page, _, anchor = link.partition("#")
+            text = (here / page).read_text(encoding="utf-8")
+            headings = re.findall(r"^#{1,3} (.+)$", text, re.MULTILINE)
+            assert anchor in {_slug(h) for h in headings}, (fact.key, title, link)
+            assert f"[{title}]({link})" in fact.cell()

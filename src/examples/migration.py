@@ -342,10 +342,6 @@ def step(x: jax.Array, is_training: bool) -> jax.Array:
     return step_body(x, is_training)
 
 
-#: ``jax.checkpoint`` accepts ``static_argnames`` and, by default, does nothing with it.
-step_by_name = jax.checkpoint(step_body, static_argnames="is_training")
-
-
 def parameters(fn: Callable[..., Any]) -> dict[str, str]:
     """``{parameter: annotation}`` of ``fn``'s keyword parameters (as JAX wrote them)."""
     import inspect

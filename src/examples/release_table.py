@@ -15,94 +15,120 @@ from typing import Any
 
 from examples.display import Align, Table, format_bytes, format_seconds
 
-_TUTORIAL = "../tutorial/gradient-checkpointing.md"
-_NOTES = "../notes/new-checkpoint-implementation.md"
-_POLICIES = "policies.md"
 _LEFT: list[Align] = ["left"]
 _RIGHT: list[Align] = ["right"]
+
+# The pages that teach the facts, as links from docs/reference/releases.md. An anchor is the
+# heading's slug (MyST's myst_heading_anchors); the build (-W) fails on one that does not exist.
+_TUTORIAL = ("tutorial", "../tutorial/gradient-checkpointing.md")
+_NOTES = ("migration notes", "../notes/new-checkpoint-implementation.md")
+_POLICIES = ("policy reference", "policies.md")
+_WRONG = ("how-to: when remat goes wrong", "../howto/when-remat-goes-wrong.md")
+_MEMORY = ("how-to: measure memory", "../howto/measure-memory.md")
+
+
+def _at(page: tuple[str, str], anchor: str) -> tuple[str, str]:
+    return page[0], f"{page[1]}#{anchor}"
 
 
 @dataclasses.dataclass(frozen=True)
 class Fact:
     key: str  #: the key in a record's "facts"
     label: str  #: what the row says, Markdown
-    page: str  #: the page that teaches it (relative link, with an anchor where one fits)
-    page_title: str
+    #: ``(title, relative link)`` of each page that teaches it, the main one first
+    pages: tuple[tuple[str, str], ...]
+
+    def cell(self) -> str:
+        """The label, then a link to each page that teaches it."""
+        links = ", ".join(f"[{title}]({link})" for title, link in self.pages)
+        return f"{self.label} ({links})"
 
 
 FACTS: tuple[Fact, ...] = (
     Fact(
         "remat_primitive",
         "primitive `jax.checkpoint` traces to",
-        f"{_NOTES}#what-changed-and-when",
-        "migration notes",
+        (_at(_NOTES, "what-changed-and-when"),),
     ),
     Fact(
         "dots_residuals",
         "residuals of the tutorial's `f` under `dots_with_no_batch_dims_saveable`",
-        f"{_TUTORIAL}#keep-the-matrix-products-a-policy",
-        "tutorial",
+        (
+            _at(_TUTORIAL, "keep-the-matrix-products-a-policy"),
+            _at(
+                _POLICIES,
+                "dots_with_no_batch_dims_saveable-alias-checkpoint_dots_with_no_batch_dims",
+            ),
+            _at(_MEMORY, "step-5-list-the-residuals-of-the-whole-model"),
+        ),
     ),
-    Fact("policy_names", "names in `jax.checkpoint_policies`", _POLICIES, "policy reference"),
+    Fact(
+        "policy_names",
+        "names in `jax.checkpoint_policies`",
+        (
+            _at(_POLICIES, "at-a-glance"),
+            _at(_POLICIES, "policy-classes-newer-releases"),
+            _at(_TUTORIAL, "the-policies-and-one-name-that-does-not-exist"),
+        ),
+    ),
     Fact(
         "ad_checkpoint_names",
         "names in `jax.ad_checkpoint`",
-        f"{_TUTORIAL}#keep-values-by-name",
-        "tutorial",
+        (_at(_TUTORIAL, "keep-values-by-name"),),
     ),
     Fact(
         "remat_is_checkpoint",
         "`jax.remat is jax.checkpoint`",
-        f"{_TUTORIAL}#gradient-checkpointing-with-jax-checkpoint",
-        "tutorial",
+        (
+            _at(_TUTORIAL, "jaxcheckpoint-and-jaxremat"),
+            _at(_NOTES, "jaxremat-is-not-jaxcheckpoint"),
+        ),
     ),
     Fact(
         "checkpoint_keywords",
         "keyword arguments of `jax.checkpoint`",
-        f"{_NOTES}#concrete-true-is-gone",
-        "migration notes",
+        (_at(_NOTES, "checklist-for-upgrading-old-remat-code"),),
     ),
     Fact(
         "concrete_true",
         "`jax.checkpoint(f, concrete=True)`",
-        f"{_NOTES}#concrete-true-is-gone",
-        "migration notes",
+        (_at(_NOTES, "concrete-is-gone-whatever-its-value"),),
     ),
     Fact(
         "concrete_false",
         "`jax.checkpoint(f, concrete=False)`",
-        f"{_NOTES}#concrete-true-is-gone",
-        "migration notes",
+        (_at(_NOTES, "concrete-is-gone-whatever-its-value"),),
     ),
     Fact(
         "checkpoint_static_argnames",
         "`jax.checkpoint(f, static_argnames=...)`, `f` branching on that argument",
-        f"{_NOTES}#computing-with-static-arguments-while-tracing",
-        "migration notes",
+        (
+            _at(_NOTES, "computing-with-static-arguments-while-tracing"),
+            _at(_WRONG, "a-static-argument-raises-concretizationtypeerror"),
+        ),
     ),
     Fact(
         "remat_static_argnames",
         "`jax.remat(f, static_argnames=...)`, the same `f`",
-        f"{_NOTES}#computing-with-static-arguments-while-tracing",
-        "migration notes",
+        (_at(_NOTES, "jaxremat-is-not-jaxcheckpoint"),),
     ),
     Fact(
         "except_names_refuses",
         "`save_anything_except_these_names('a')` refuses a value named `a`",
-        f"{_POLICIES}#save-anything-except-these-names-names",
-        "policy reference",
+        (
+            _at(_POLICIES, "save_anything_except_these_namesnames"),
+            _at(_TUTORIAL, "the-policies-and-one-name-that-does-not-exist"),
+        ),
     ),
     Fact(
         "except_names_bytes",
         "bytes kept for the tutorial's `f_named` under it, and under `everything_saveable`",
-        f"{_POLICIES}#save-anything-except-these-names-names",
-        "policy reference",
+        (_at(_POLICIES, "save_anything_except_these_namesnames"),),
     ),
     Fact(
         "remat3",
         "`jax_remat3` flag, and what `jax.checkpoint` traces to under it",
-        f"{_NOTES}#what-changed-and-when",
-        "migration notes",
+        (_at(_NOTES, "jaxs-next-implementation-jax_remat3"),),
     ),
 )
 
@@ -234,7 +260,7 @@ def facts_table(records: Sequence[dict[str, Any]]) -> Table:
             "; ".join(f"{changed_in(c)}: {c.what}" for c in by_fact.get(fact.key, []))
             or "no change"
         )
-        rows.append([f"{fact.label} ([{fact.page_title}]({fact.page}))", values, changed])
+        rows.append([fact.cell(), values, changed])
     return Table(["fact", "value (releases)", "changed"], rows, align=_LEFT * 3)
 
 
@@ -245,9 +271,13 @@ def differences(records: Sequence[dict[str, Any]], here: dict[str, Any]) -> Tabl
     for fact in FACTS:
         for run in runs(records, fact.key):
             if run.value != here[fact.key]:
-                link = f"{fact.label} ([{fact.page_title}]({fact.page}))"
                 rows.append(
-                    [link, run.releases, show(fact.key, run.value), show(fact.key, here[fact.key])]
+                    [
+                        fact.cell(),
+                        run.releases,
+                        show(fact.key, run.value),
+                        show(fact.key, here[fact.key]),
+                    ]
                 )
     header = ["fact", "on jax", "that release gives", "the pages show"]
     return Table(header, rows, align=_LEFT * 4)
