@@ -220,6 +220,7 @@ def record(facts):
             "device": "cpu",
         },
         "facts": copy.deepcopy(facts),
+        "machine": {"cpus": 2, "cpu": "some CPU", "load_15min": 1.5},
         "tests": {"passed": 3, "failed": [], "skipped": []},
         "seconds": {"tests": 10.0},
     }
@@ -273,6 +274,7 @@ def _broken(record, change):
         (lambda d: d["facts"].pop("remat3"), "facts lack remat3"),
         (lambda d: d.update(tests={"passed": "3"}), "'tests' needs"),
         (lambda d: d.update(seconds=[]), "'seconds' must be a dict"),
+        (lambda d: d.pop("machine"), "'machine' must be a dict"),
     ],
 )
 def test_malformed_records_are_clear_errors(tmp_path, record, change, message):
@@ -354,6 +356,17 @@ def test_tables_cover_every_fact_and_release(record):
     assert release_table.releases_with(series, "remat3", "hi") == "0.7.2"
     assert release_table.releases_with(series, "remat3", "lo") == "no release of the matrix"
     assert release_table.total_seconds(series) == 20.0
+    assert release_table.releases_table(series).column("in all") == ["10 s", "10 s"]
+
+
+def test_machine_text_names_the_cpus_and_the_load_range(record):
+    series = _series(record, [("0.6.2", ("remat3", None)), ("0.7.2", ("remat3", None))])
+    series[1]["machine"] = {**series[1]["machine"], "load_15min": 4.0}
+    assert release_table.machine_text(series) == (
+        "2 CPUs (some CPU), 15-minute load average 1.5 to 4.0 as each release finished"
+    )
+    series[1]["machine"]["load_15min"] = None
+    assert release_table.machine_text(series) == "2 CPUs (some CPU)"
 
 
 # --- the committed record of this release --------------------------------------------------------
@@ -390,3 +403,14 @@ def test_every_fact_links_to_a_heading_that_exists():
             headings = re.findall(r"^#{1,3} (.+)$", text, re.MULTILINE)
             assert anchor in {_slug(h) for h in headings}, (fact.key, title, link)
             assert f"[{title}]({link})" in fact.cell()
+
+
+def test_the_record_names_the_machine_its_seconds_come_from():
+    import os
+
+    here = releases.machine()
+    assert here["cpus"] == os.cpu_count()
+    assert isinstance(here["cpu"], str)
+    assert here["cpu"]
+    if hasattr(os, "getloadavg"):
+        assert here["load_15min"] >= 0

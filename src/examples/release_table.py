@@ -305,6 +305,7 @@ def releases_table(records: Sequence[dict[str, Any]]) -> Table:
                 failed,
                 skipped,
                 format_seconds(seconds["tests"]) if "tests" in seconds else "n/a",
+                format_seconds(release_seconds(rec)),
             ]
         )
     header = [
@@ -317,8 +318,9 @@ def releases_table(records: Sequence[dict[str, Any]]) -> Table:
         "failed",
         "skipped",
         "tests took",
+        "in all",
     ]
-    return Table(header, rows, align=_LEFT * 5 + _RIGHT * 4)
+    return Table(header, rows, align=_LEFT * 5 + _RIGHT * 5)
 
 
 def problems_table(records: Sequence[dict[str, Any]], which: str) -> Table:
@@ -332,8 +334,25 @@ def problems_table(records: Sequence[dict[str, Any]], which: str) -> Table:
 
 
 def total_seconds(records: Sequence[dict[str, Any]]) -> float:
-    """Seconds the matrix took over all releases: installing and testing, as recorded."""
-    return float(sum(sum(rec["seconds"].values()) for rec in records))
+    """Seconds the matrix took over all releases: installing, testing and measuring, as recorded."""
+    return float(sum(release_seconds(rec) for rec in records))
+
+
+def release_seconds(record: dict[str, Any]) -> float:
+    """Seconds one release's session took: its install, tests and facts, as recorded."""
+    return float(sum(record["seconds"].values()))
+
+
+def machine_text(records: Sequence[dict[str, Any]]) -> str:
+    """``"2 CPUs (AMD EPYC), 15-minute load average 5.2 to 8.7"``: where the seconds were taken."""
+    machines = sorted({(rec["machine"]["cpus"], rec["machine"]["cpu"]) for rec in records})
+    text = " and ".join(f"{cpus} CPUs ({model})" for cpus, model in machines)
+    loads = [rec["machine"]["load_15min"] for rec in records]
+    if None in loads or not loads:
+        return text
+    low, high = min(loads), max(loads)
+    span = f"{low:.1f}" if low == high else f"{low:.1f} to {high:.1f}"
+    return f"{text}, 15-minute load average {span} as each release finished"
 
 
 def distinct_listings(records: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:

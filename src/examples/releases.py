@@ -260,20 +260,52 @@ class ReleasesDataError(recorded.RecordError):
     """A release record that cannot be read: the message names the file and what is wrong."""
 
 
-_FIELDS: dict[str, type] = {"facts": dict, "tests": dict, "seconds": dict}
+_FIELDS: dict[str, type] = {"machine": dict, "facts": dict, "tests": dict, "seconds": dict}
 FACT_KEYS = tuple(FACTS)
 
 
 def record(
     junit: str | Path | None = None, seconds: dict[str, float] | None = None
 ) -> dict[str, Any]:
-    """The record of the installed release: versions, facts, tests' outcome, seconds taken."""
+    """The record of the installed release: versions, facts, tests' outcome, seconds taken, and
+    the machine that took them."""
+    import time
+
+    start = time.perf_counter()
+    facts = collect_facts()
+    took = {**(seconds or {}), "facts": round(time.perf_counter() - start)}
     return {
         "schema": SCHEMA,
         "runinfo": runinfo.collect().as_dict(),
-        "facts": collect_facts(),
+        "machine": machine(),
+        "facts": facts,
         "tests": summarize_junit(junit) if junit else {"passed": 0, "failed": [], "skipped": []},
-        "seconds": dict(seconds or {}),
+        "seconds": took,
+    }
+
+
+def machine() -> dict[str, Any]:
+    """The machine the seconds were measured on: CPU count and model, and how busy it was (the
+    15-minute load average when the record is written; above the CPU count, processes waited)."""
+    import os
+    import platform
+
+    model = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8")
+        model = next(
+            (
+                line.split(":", 1)[1].strip()
+                for line in cpuinfo.splitlines()
+                if "model name" in line
+            ),
+            model,
+        )
+    load = os.getloadavg()[2] if hasattr(os, "getloadavg") else None
+    return {
+        "cpus": os.cpu_count(),
+        "cpu": model,
+        "load_15min": None if load is None else round(load, 1),
     }
 
 
