@@ -212,7 +212,12 @@ def run_cli_here(tmp_path, name: str, timeout: float = 60.0):
         ("keyboard_interrupt.py", "runs", "your code raised KeyboardInterrupt at "),
         ("config_x64.py", "config", "jax_enable_x64 False -> True"),
         ("config_precision.py", "config", "jax_default_matmul_precision None -> 'bfloat16'"),
-        ("config_remat3.py", "config", "jax_remat3 False -> True"),
+        pytest.param(
+            "config_remat3.py",
+            "config",
+            "jax_remat3 False -> True",
+            marks=pytest.mark.skipif(not remat3_available(), reason="this JAX has no jax_remat3"),
+        ),
     ],
 )
 def test_hostile_solutions_fail_with_one_line_naming_what_they_did(tmp_path, name, check, reason):

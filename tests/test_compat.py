@@ -93,3 +93,25 @@ def test_policy_names_are_the_public_policies():
 def test_a_missing_policy_is_a_clear_error():
     with pytest.raises(AttributeError, match=rf"jax {jax.__version__} has no .*no_such_policy"):
         compat.checkpoint_policy("no_such_policy")
+
+
+def test_dropvar_is_the_class_of_dropped_outputs():
+    from jax._src import core
+
+    assert compat.DropVar is core.DropVar
+    assert not isinstance(jax.make_jaxpr(jnp.sin)(1.0).jaxpr.outvars[0], compat.DropVar)
+
+
+def test_pallas_kernel_name_from_either_parameter():
+    from types import SimpleNamespace
+
+    newer = SimpleNamespace(params={"name": "mha_forward"})
+    older = SimpleNamespace(params={"name_and_src_info": SimpleNamespace(name="mha_forward")})
+    assert compat.pallas_kernel_name(newer) == compat.pallas_kernel_name(older) == "mha_forward"
+
+
+def test_enable_x64_is_a_block_of_64_bit_arrays():
+    assert jnp.ones(()).dtype == jnp.float32
+    with compat.enable_x64():
+        assert jnp.ones(()).dtype == jnp.float64
+    assert jnp.ones(()).dtype == jnp.float32

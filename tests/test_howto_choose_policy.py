@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from examples import compat
 from examples.howto import choose_policy as cp
 from examples.models import Config
 from examples.residuals import saved_residuals
@@ -27,7 +28,7 @@ def _relative_error(a, b) -> float:
 
 def test_bfloat16_gradients_of_every_candidate_match_float64():
     params, x = cp.init(SHORT)
-    with jax.enable_x64(True):
+    with compat.enable_x64(True):
         as64 = lambda t: jax.tree.map(lambda a: jnp.asarray(np.asarray(a, np.float64)), t)
         reference = jax.grad(cp.make_loss(SHORT, cp.NO_REMAT))(as64(params), as64(x))
         reference = jax.tree.map(np.asarray, reference)

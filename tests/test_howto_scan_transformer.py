@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from examples import explorer, models
+from examples import compat, explorer, models
 from examples.howto import scan_transformer as st
 from examples.jaxprs import traced_remat_sites
 from examples.models import Config, block, init_inputs, init_params
@@ -50,7 +50,7 @@ def test_loss_matches_numpy_float64():
 
 def _float64_gradient(cfg: Config):
     params, _, x, y = st.init_state(cfg)
-    with jax.enable_x64(True):
+    with compat.enable_x64(True):
         as64 = lambda t: jax.tree.map(lambda a: jnp.asarray(np.asarray(a), jnp.float64), t)
         grads = jax.grad(st.loss_fn(cfg, st.NO_REMAT))(as64(params), as64(x), as64(y))
         return jax.tree.map(np.asarray, grads)

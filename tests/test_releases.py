@@ -253,6 +253,14 @@ def test_a_malformed_record_never_replaces_a_good_one(tmp_path, record):
     assert [p.name for p in tmp_path.iterdir()] == ["jax-0.7.2.json"]
 
 
+def test_a_record_that_cannot_be_read_is_replaced_and_the_reason_said(tmp_path, record):
+    (tmp_path / "jax-0.7.2.json").write_text('{"schema": "jax-remat-guide/releases/0"}')
+    message = releases.write(record, tmp_path, replace=True)
+    assert message.startswith("replaced jax-0.7.2.json")
+    assert "could not be read: jax-0.7.2.json: schema is 'jax-remat-guide/releases/0'" in message
+    assert releases.load(tmp_path / "jax-0.7.2.json")["facts"] == record["facts"]
+
+
 def test_records_are_read_through_examples_recorded(record):
     assert issubclass(releases.ReleasesDataError, recorded.RecordError)
     assert recorded.folder("releases") == releases.DATA

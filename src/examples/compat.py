@@ -22,6 +22,11 @@ releases, and is handled here:
   jaxlibs.
 - **Policies**: the names in ``jax.checkpoint_policies`` grow with the release;
   :func:`checkpoint_policy` says clearly when the installed JAX lacks one.
+- **Jaxpr internals**: ``jax.extend.core.DropVar`` (an output nobody reads) is public on newer
+  releases only (:data:`DropVar`); a ``pallas_call`` equation names its kernel in ``name`` on
+  newer releases and in ``name_and_src_info`` on older ones (:func:`pallas_kernel_name`).
+- **64-bit mode for a block**: ``jax.enable_x64`` on newer releases,
+  ``jax.experimental.enable_x64`` on older ones (:func:`enable_x64`).
 
 What changed where, measured release by release, is on the page "Across JAX releases"
 (``examples.releases`` collects it).
@@ -30,11 +35,17 @@ What changed where, measured release by release, is on the page "Across JAX rele
 from __future__ import annotations
 
 import contextlib
+import importlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 import jax
 from jax.extend import core as jex_core
+
+#: The class of a jaxpr's dropped outputs (printed ``_``), on every release.
+DropVar: Any = (
+    getattr(jex_core, "DropVar", None) or importlib.import_module("jax._src.core").DropVar
+)
 
 #: The primitive a call of a ``jax.jit``-ed function traces to: ``pjit`` before it was
 #: renamed, ``jit`` after.
@@ -248,3 +259,26 @@ def checkpoint_policy(name: str) -> Any:
             + ", ".join(policy_names())
             + " (the page 'Across JAX releases' says which release added which)"
         ) from None
+
+
+# --- jaxpr internals and configuration -------------------------------------------------------
+
+
+def pallas_kernel_name(eqn: Any) -> str:
+    """The kernel a ``pallas_call`` equation runs: ``"mha_forward"``, on any release."""
+    if "name" in eqn.params:
+        return str(eqn.params["name"])
+    # Older releases: NameAndSrcInfo, printed "mha_forward for kernel function ... at FILE:LINE".
+    info = eqn.params["name_and_src_info"]
+    return str(getattr(info, "name", str(info).split(" ", 1)[0]))
+
+
+def enable_x64(enabled: bool = True) -> contextlib.AbstractContextManager[None]:
+    """A context manager in which JAX computes in 64 bits (``jax.enable_x64`` where it exists)."""
+    if hasattr(jax, "enable_x64"):
+        manager: contextlib.AbstractContextManager[None] = jax.enable_x64(enabled)
+        return manager
+    older: contextlib.AbstractContextManager[None] = importlib.import_module(
+        "jax.experimental"
+    ).enable_x64(enabled)
+    return older

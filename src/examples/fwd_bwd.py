@@ -32,6 +32,7 @@ import jax
 import numpy as np
 from jax.extend import core as jex_core
 
+from examples import compat
 from examples.display import FOLD_AFTER
 from examples.jaxprs import open_jaxpr, primitive_counts, remat_primitive_name, sub_jaxprs
 
@@ -228,14 +229,14 @@ class _Printer:
         if isinstance(v, jex_core.Literal):
             value = np.asarray(v.val)
             return str(value.reshape(())[()]) if value.size == 1 else "<literal>"
-        if isinstance(v, jex_core.DropVar):
+        if isinstance(v, compat.DropVar):
             return "_"
         if v not in self.names:
             self.names[v] = self._fresh()
         return self.names[v]
 
     def binder(self, v: Any) -> str:
-        if isinstance(v, jex_core.DropVar):
+        if isinstance(v, compat.DropVar):
             return "_"
         return f"{self.var(v)}:{v.aval.str_short(short_dtypes=True)}"
 

@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 from jax.extend import core as jex_core
 
+from examples import compat
 from examples.jaxprs import open_jaxpr, remat_parts, sub_jaxprs
 
 #: Primitives that only call a jaxpr on their operands: inlined like a checkpoint.
@@ -76,11 +77,9 @@ def _flatten(jaxpr: Any, env: dict[Any, Any], scope: Any, ops: list[_Op]) -> Non
             )
         reads = tuple(k for k in map(key, eqn.invars) if k is not None)
         writes = tuple(
-            ((scope, v), _nbytes(v.aval))
-            for v in eqn.outvars
-            if not isinstance(v, jex_core.DropVar)
+            ((scope, v), _nbytes(v.aval)) for v in eqn.outvars if not isinstance(v, compat.DropVar)
         )
-        dropped = sum(_nbytes(v.aval) for v in eqn.outvars if isinstance(v, jex_core.DropVar))
+        dropped = sum(_nbytes(v.aval) for v in eqn.outvars if isinstance(v, compat.DropVar))
         if dropped:  # an output nobody reads is still written, then freed at once
             writes += (((scope, object()), dropped),)
         ops.append(_Op(reads, writes))

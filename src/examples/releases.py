@@ -411,12 +411,17 @@ def write(data: dict[str, Any], folder: str | Path = DATA, replace: bool = False
         if not path.exists():
             recorded.write_new(path, data)
             return f"wrote {name} (new)"
-        old = load(path)
+        try:
+            old: dict[str, Any] | None = load(path)
+        except ReleasesDataError as err:  # written by an older schema, say: replaced all the same
+            old, unreadable = None, str(err)
         draft.replace(path)  # the one place a committed record is replaced: on purpose
     finally:
         draft.unlink(missing_ok=True)
-    what = changes(old, data)
     done = f"replaced {name}, the record of the release this run measured"
+    if old is None:
+        return f"{done} (the old one could not be read: {unreadable})"
+    what = changes(old, data)
     return (
         f"{done}: the same facts and tests as before"
         if not what

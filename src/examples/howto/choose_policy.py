@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 from jax.ad_checkpoint import checkpoint_name
 
+from examples import compat
 from examples.display import Table, format_bytes, format_ratio
 from examples.jaxprs import walk
 from examples.measure import MIN_REPEATS, CompiledStats, Timing, compiled_stats, time_call
@@ -290,4 +291,8 @@ def flash_table() -> Table:
 def kernel_runs(loss: Callable[..., jax.Array], *args: jax.Array) -> list[str]:
     """The names of the ``pallas_call`` kernels in ``jax.grad(loss)``, in program order."""
     jaxpr = jax.make_jaxpr(jax.grad(loss, argnums=tuple(range(len(args)))))(*args)
-    return [eqn.params["name"] for eqn, _ in walk(jaxpr) if eqn.primitive.name == "pallas_call"]
+    return [
+        compat.pallas_kernel_name(eqn)
+        for eqn, _ in walk(jaxpr)
+        if eqn.primitive.name == "pallas_call"
+    ]

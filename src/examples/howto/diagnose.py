@@ -73,7 +73,8 @@ def policy_names(policy: Any) -> frozenset[str] | None:
             return frozenset(names)
     variables = _closure(policy)
     found: set[str] = set()
-    for key in ("names_which_can_be_saved", "names_which_can_be_offloaded"):
+    # Older releases' save_any_names_but_these is a closure over names_not_to_save.
+    for key in ("names_which_can_be_saved", "names_which_can_be_offloaded", "names_not_to_save"):
         found |= set(variables.get(key, ()))
     if "policy_1" in variables:
         for inner in (variables["policy_1"], variables["policy_2"]):
@@ -87,6 +88,8 @@ def wants_unbatched_dots(policy: Any) -> bool:
     if getattr(policy, "only_if_no_batch_dims", False) is True:  # DotsSaveable(True)
         return True
     if _factory(policy) == "offload_dot_with_no_batch_dims":
+        return True
+    if policy is P.dots_with_no_batch_dims_saveable:  # a plain function on older releases
         return True
     variables = _closure(policy)
     return any(

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import jax.export  # an attribute of jax only once imported, on older releases
 
 from examples import recorded
 from examples.display import Table, format_bytes
