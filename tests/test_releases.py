@@ -276,7 +276,7 @@ def _broken(record, change):
     ("change", "message"),
     [
         (lambda d: d.pop("facts"), "'facts' must be a dict"),
-        (lambda d: d.update(schema="jax-remat-guide/releases/0"), "schema is"),
+        (lambda d: d.update(schema="jax-remat-guide/releases/1"), "schema is"),
         (lambda d: d["runinfo"].pop("jaxlib"), "runinfo lacks 'jaxlib'"),
         (lambda d: d["runinfo"].pop("device"), "runinfo lacks 'device'"),
         (lambda d: d["facts"].pop("remat3"), "facts lack remat3"),
@@ -383,13 +383,15 @@ def test_machine_text_names_the_cpus_and_the_load_range(record):
 def test_the_committed_record_of_the_installed_release_holds_here(facts):
     """If the matrix recorded this JAX, what it recorded is what this JAX does now.
 
-    In the matrix this compares with the record of the previous run, before it is replaced.
+    In the matrix this compares with the record of the previous run, before it is replaced. Only
+    the facts are compared, read from the file as JSON: a record written before the schema last
+    grew still holds the facts (tests/test_release_data.py checks the records themselves).
     """
     path = releases.DATA / releases.file_name(jax.__version__)
-    mine = [releases.load(path)] if path.is_file() else []
-    if not mine:
+    if not path.is_file():
         pytest.skip(f"no committed record of jax {jax.__version__} (the matrix writes one)")
-    assert mine[0]["facts"] == json.loads(json.dumps(facts))
+    committed = json.loads(path.read_text(encoding="utf-8"))["facts"]
+    assert committed == json.loads(json.dumps(facts))
 
 
 # --- the links of the facts table -----------------------------------------------------------------

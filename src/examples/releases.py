@@ -35,7 +35,8 @@ from jax.ad_checkpoint import checkpoint_name
 from examples import compat, recorded, runinfo, tutorial
 from examples.paths import scrub_paths
 
-SCHEMA = "jax-remat-guide/releases/1"
+#: Version 2 added "machine" (where the seconds were measured) and the "facts" seconds.
+SCHEMA = "jax-remat-guide/releases/2"
 
 # --- the facts -----------------------------------------------------------------------------------
 
@@ -344,7 +345,7 @@ def _check(data: dict[str, Any], where: str, name: str) -> dict[str, Any]:
 
 
 def _read(path: Path, name: str) -> dict[str, Any]:
-    data, _ = recorded.read(path, {SCHEMA: 1}, ReleasesDataError, fields=_FIELDS)
+    data, _ = recorded.read(path, {SCHEMA: 2}, ReleasesDataError, fields=_FIELDS)
     return _check(data, path.name, name)
 
 
