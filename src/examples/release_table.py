@@ -333,6 +333,39 @@ def problems_table(records: Sequence[dict[str, Any]], which: str) -> Table:
     return Table(["jax", "test", "reason"], rows, align=_LEFT * 3)
 
 
+def _file_of(test: str) -> str:
+    return test.split("::", 1)[0]
+
+
+def failures_by_file(records: Sequence[dict[str, Any]]) -> Table:
+    """Failed tests counted per test file (rows) and release (columns), with a total row."""
+    files = sorted({_file_of(i["test"]) for rec in records for i in rec["tests"]["failed"]})
+    rows: list[list[Any]] = [
+        [f"`{name}`"]
+        + [sum(_file_of(i["test"]) == name for i in rec["tests"]["failed"]) for rec in records]
+        for name in files
+    ]
+    rows.append(["all files", *(len(rec["tests"]["failed"]) for rec in records)])
+    header = ["test file", *(f"`{release(rec)}`" for rec in records)]
+    return Table(header, rows, align=_LEFT + _RIGHT * len(records))
+
+
+def changes_table(records: Sequence[dict[str, Any]]) -> Table:
+    """One row per change of a fact: the fact (linked to its main page), where, and what."""
+    by_key = {fact.key: fact for fact in FACTS}
+    rows = []
+    for change in changes(records):
+        fact = by_key[change.fact]
+        rows.append(
+            [
+                f"{fact.label} ([{fact.pages[0][0]}]({fact.pages[0][1]}))",
+                changed_in(change),
+                change.what,
+            ]
+        )
+    return Table(["fact", "changed", "what changed"], rows, align=_LEFT * 3)
+
+
 def total_seconds(records: Sequence[dict[str, Any]]) -> float:
     """Seconds the matrix took over all releases: installing, testing and measuring, as recorded."""
     return float(sum(release_seconds(rec) for rec in records))
