@@ -3,28 +3,26 @@
 Run by `nox -s browser` after `nox -s docs` (or `python -m pytest -m browser`; the site is read
 from REMAT_GUIDE_HTML, by default _build/html). The site is served from a loopback server under
 the same path it has when hosted (read from the pages' canonical URL), and a missing path gets the
-site's 404 page, as on GitHub Pages or Read the Docs. Every page that the build wrote is checked,
-in light and dark mode: no console error, no failed request, no request leaving the server, no
-serious or critical axe-core violation. The interactive pieces a reader uses are exercised on
-every page that has them: folded solutions, copy buttons, the colour-mode switch, the download
-menu, search. Screenshots (light and dark) and a table of transferred bytes per page go to
+site's 404 page, as on GitHub Pages or Read the Docs (tests/siteserver.py, shared with the
+Lighthouse session). Every page that the build wrote is checked, in light and dark mode: no
+console error, no failed request, no request leaving the server, no serious or critical axe-core
+violation. The interactive pieces a reader uses are exercised on every page that has them:
+folded solutions, copy buttons, the colour-mode switch, the download menu, search. Screenshots (light and dark) and a table of transferred bytes per page go to
 <site>/_screenshots/, which no page links to.
 """
 
 from __future__ import annotations
 
-import functools
 import gzip
-import http.server
 import json
 import os
 import re
-import threading
 import urllib.parse
 from pathlib import Path
 
 import pytest
 from builtsite import HTML, hosted_path, pages
+from siteserver import serve
 
 pytestmark = [
     pytest.mark.browser,
@@ -77,43 +75,12 @@ CODE_PAGES = _pages_with(r'class="cell_input')
 SHOTS = HTML / "_screenshots"
 
 
-class _Site(http.server.SimpleHTTPRequestHandler):
-    """Serves the site under SITE_PATH; a missing file gets 404.html with status 404."""
-
-    def log_message(self, *args):  # keep pytest's output readable
-        pass
-
-    def translate_path(self, path):
-        clean = urllib.parse.urlsplit(path).path
-        if clean.startswith(SITE_PATH):
-            clean = "/" + clean[len(SITE_PATH) :]
-        else:
-            clean = "/__outside_the_site__"
-        return super().translate_path(clean)
-
-    def send_error(self, code, message=None, explain=None):
-        page = HTML / "404.html"
-        if code != 404 or not page.is_file():
-            return super().send_error(code, message, explain)
-        body = page.read_bytes()
-        self.send_response(404)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
-        return None
-
-
 @pytest.fixture(scope="module")
 def server():
-    handler = functools.partial(_Site, directory=str(HTML))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    """The site on loopback under its hosted path (tests/siteserver.py), uncompressed: the
+    byte counts below add up the gzipped sizes themselves."""
+    with serve(HTML, SITE_PATH) as origin:
+        yield origin
 
 
 @pytest.fixture(scope="module")
