@@ -205,9 +205,7 @@ def npm_ci(session: nox.Session) -> Path:
     if stamp.is_file() and stamp.read_text() == key:
         session.log("package-lock.json unchanged since the last run: nothing to install")
     else:
-        session.run(
-            "npm", "ci", "--no-audit", "--no-fund", "--loglevel=error", external=True
-        )
+        session.run("npm", "ci", "--no-audit", "--no-fund", "--loglevel=error", external=True)
         stamp.write_text(key)
     return ROOT / "node_modules" / ".bin"
 

@@ -125,8 +125,9 @@ def parse(report: dict, page: str) -> Result:
     """Read one Lighthouse JSON report (lhr) of ``page``."""
     if report.get("runtimeError"):
         error = report["runtimeError"]
-        raise RuntimeError(f"Lighthouse could not audit {page}: {error.get('code')}: "
-                           f"{error.get('message')}")
+        raise RuntimeError(
+            f"Lighthouse could not audit {page}: {error.get('code')}: {error.get('message')}"
+        )
     exempt = EXEMPT.get(page, {})
     audits = report["audits"]
 

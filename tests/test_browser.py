@@ -7,8 +7,9 @@ site's 404 page, as on GitHub Pages or Read the Docs (tests/siteserver.py, share
 Lighthouse session). Every page that the build wrote is checked, in light and dark mode: no
 console error, no failed request, no request leaving the server, no serious or critical axe-core
 violation. The interactive pieces a reader uses are exercised on every page that has them:
-folded solutions, copy buttons, the colour-mode switch, the download menu, search. Screenshots (light and dark) and a table of transferred bytes per page go to
-<site>/_screenshots/, which no page links to.
+folded solutions, copy buttons, the colour-mode switch, the download menu, search. Screenshots
+(light and dark) and a table of transferred bytes per page go to <site>/_screenshots/, which no
+page links to.
 """
 
 from __future__ import annotations

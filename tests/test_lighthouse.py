@@ -42,7 +42,7 @@ def _load_performance():
 performance = _load_performance()
 
 
-# --- A Lighthouse report, made small ---------------------------------------------------------------
+# --- A Lighthouse report, made small --------------------------------------------------------------
 
 
 def _report(
@@ -180,10 +180,7 @@ def test_exactly_at_the_budget_passes():
 
 
 def test_median_run_takes_the_middle_score_and_keeps_every_score():
-    runs = [
-        _with_scores(lh.parse(_report(), "a.html"), performance=p)
-        for p in (0.93, 0.85, 0.91)
-    ]
+    runs = [_with_scores(lh.parse(_report(), "a.html"), performance=p) for p in (0.93, 0.85, 0.91)]
     median = lh.median_run(runs)
     assert median.scores["performance"] == 0.91
     assert median.runs == 3
@@ -236,7 +233,7 @@ def test_lighthouse_runs_the_mobile_preset_with_simulated_throttling(tmp_path):
     assert "--only-categories=performance,accessibility,best-practices,seo" in command
 
 
-# --- The loopback server -------------------------------------------------------------------------
+# --- The loopback server --------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -261,9 +258,7 @@ def test_site_relative():
 
 
 def _get(url: str, gzip_ok: bool) -> tuple[int, dict[str, str], bytes]:
-    request = urllib.request.Request(
-        url, headers={"Accept-Encoding": "gzip"} if gzip_ok else {}
-    )
+    request = urllib.request.Request(url, headers={"Accept-Encoding": "gzip"} if gzip_ok else {})
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             return response.status, dict(response.headers), response.read()
@@ -306,7 +301,7 @@ def test_server_compresses_text_under_the_hosted_path_and_serves_the_404_page(tm
         assert "Content-Encoding" not in headers
 
 
-# --- docs/_ext/performance.py: math ----------------------------------------------------------------
+# --- docs/_ext/performance.py: math ---------------------------------------------------------------
 
 
 def test_math_becomes_mathml_with_the_tex_kept():
@@ -338,7 +333,7 @@ def test_tex_that_cannot_be_converted_is_an_error_naming_it(tex, reason):
     assert re.search(reason, str(info.value))
 
 
-# --- docs/_ext/performance.py: scripts -----------------------------------------------------------
+# --- docs/_ext/performance.py: scripts ------------------------------------------------------------
 
 HEAD = """<!DOCTYPE html><html><head>
 <script data-cfasync="false">document.documentElement.dataset.mode = "auto";</script>
@@ -419,7 +414,7 @@ def test_search_scripts_stay_only_where_they_can_run():
     assert performance.drop_unused_search(on, "tutorial/a.html") == on
 
 
-# --- docs/_ext/performance.py: icons ------------------------------------------------------------
+# --- docs/_ext/performance.py: icons --------------------------------------------------------------
 
 
 def test_css_strings_are_decoded():
@@ -436,7 +431,7 @@ def test_icon_rules_of_unused_icons_go():
         '.fa-twitter{--fa:"\\f099"}'
         '.fa-add,.fa-plus{--fa:"\\+"}'
         '.fa-0{--fa:"\\30 "}'
-        ":root{--pst-icon-bell:\"\uf0f3\"}"
+        ':root{--pst-icon-bell:"\uf0f3"}'
     )
     trimmed, drawn = performance.trim_icon_rules(css, {"fa-solid", "fa-github", "fa-plus"})
     assert trimmed == (
@@ -470,7 +465,7 @@ def test_a_font_keeps_only_the_glyphs_asked_for(tmp_path):
     assert fonts[0].read_bytes() == fonts[1].read_bytes(), "two builds, two different fonts"
 
 
-# --- docs/_ext/performance.py: images ------------------------------------------------------------
+# --- docs/_ext/performance.py: images -------------------------------------------------------------
 
 
 def _png(width: int, height: int) -> bytes:
@@ -495,7 +490,9 @@ def _png(width: int, height: int) -> bytes:
         ),
         (
             "a.webp",
-            b"RIFF\x00\x00\x00\x00WEBPVP8X" + b"\x00" * 8 + (99).to_bytes(3, "little")
+            b"RIFF\x00\x00\x00\x00WEBPVP8X"
+            + b"\x00" * 8
+            + (99).to_bytes(3, "little")
             + (49).to_bytes(3, "little"),
             (100, 50),
         ),
@@ -535,7 +532,7 @@ def test_output_images_get_their_size_and_load_lazily(tmp_path):
     assert performance.size_images(done, page_file, tmp_path) == done
 
 
-# --- Plots as SVG (examples.runinfo) -------------------------------------------------------------
+# --- Plots as SVG (examples.runinfo) --------------------------------------------------------------
 
 
 def test_plots_as_svg_only_changes_an_ipython_kernel():
@@ -580,13 +577,14 @@ def test_a_figure_in_ipython_after_the_banner_is_a_compact_reproducible_svg():
     svg = json.loads(runs[0][1])
     assert "image/svg+xml" in kinds
     assert "image/png" not in kinds
-    assert "<text" in svg and "chain depth" in svg  # text as text, not a path per glyph
+    assert "<text" in svg  # text as text, not a path per glyph
+    assert "chain depth" in svg
     assert "<dc:date>" not in svg
     assert performance._svg_size(svg) is not None  # its size can be read for the <img> tag
     assert runs[0][1] == runs[1][1], "two runs wrote different SVG"
 
 
-# --- The built site ------------------------------------------------------------------------------
+# --- The built site -------------------------------------------------------------------------------
 
 
 def _built_pages() -> list[tuple[str, str]]:
@@ -628,7 +626,8 @@ def test_built_pages_load_the_search_index_only_on_the_search_page():
     for name, text in _built_pages():
         assert "searchindex.js" not in text, f"{name} loads the search index"
     search = (HTML / "search.html").read_text(encoding="utf-8")
-    assert "searchindex.js" in search and "searchtools.js" in search
+    assert "searchindex.js" in search
+    assert "searchtools.js" in search
 
 
 def test_built_fonts_draw_every_icon_the_pages_use():
@@ -639,10 +638,13 @@ def test_built_fonts_draw_every_icon_the_pages_use():
     sheet = (HTML / "_static" / "styles" / "pydata-sphinx-theme.css").read_text(encoding="utf-8")
     rules = dict(
         (name.removeprefix("."), performance.css_string(value))
-        for names, value in re.findall(r'((?:\.fa-[a-z0-9-]+,)*\.fa-[a-z0-9-]+)\{--fa:"([^"]*)"\}', sheet)
+        for names, value in re.findall(
+            r'((?:\.fa-[a-z0-9-]+,)*\.fa-[a-z0-9-]+)\{--fa:"([^"]*)"\}', sheet
+        )
         for name in names.split(",")
     )
-    assert "fa-github" in rules and "fa-magnifying-glass" in rules
+    assert "fa-github" in rules
+    assert "fa-magnifying-glass" in rules
     fonts = sorted((HTML / "_static" / "vendor" / "fontawesome" / "webfonts").glob("*.woff2"))
     drawn = set().union(*(ttlib.TTFont(font).getBestCmap() for font in fonts))
     for name in sorted(used & set(rules)):

@@ -39,7 +39,7 @@ from sphinx.util.math import get_node_equation_number
 
 logger = logging.getLogger(__name__)
 
-# --- Math as MathML --------------------------------------------------------------------------------
+# --- Math as MathML -------------------------------------------------------------------------------
 
 # TeX's function names, which TeX follows with a thin space unless a bracket comes next.
 _FUNCTION = re.compile(
@@ -106,7 +106,7 @@ def visit_displaymath(self, node: nodes.math_block) -> None:
     raise nodes.SkipNode
 
 
-# --- Scripts that wait for the page ----------------------------------------------------------------
+# --- Scripts that wait for the page ---------------------------------------------------------------
 
 _HEAD = re.compile(r"<head>.*?</head>", re.S)
 _SCRIPT = re.compile(r"<script\b(?P<attrs>[^>]*)>(?P<body>.*?)</script>", re.S)
@@ -173,7 +173,7 @@ def drop_unused_search(page: str, pagename: str) -> str:
     return _SEARCH_SCRIPTS.sub("", page)
 
 
-# --- Images with their size, loaded when scrolled to -----------------------------------------------
+# --- Images with their size, loaded when scrolled to ----------------------------------------------
 
 _IMG = re.compile(r"<img\b[^>]*?/?>", re.S)
 _SRC = re.compile(r"""\ssrc=["']([^"']+)["']""")
@@ -318,7 +318,7 @@ def inline_css_imports(css: str, css_file: Path) -> str:
     return _IMPORT.sub(rewrite, css)
 
 
-# --- Icons: only those the site shows ---------------------------------------------------------------
+# --- Icons: only those the site shows -------------------------------------------------------------
 
 # One rule per icon in Font Awesome's stylesheet: `.fa-github{--fa:"\f09b"}` (aliases comma-joined).
 _ICON_RULE = re.compile(r'((?:\.fa-[a-z0-9-]+,)*\.fa-[a-z0-9-]+)\{--fa:"((?:[^"\\]|\\[^"])*)"\}')
@@ -403,7 +403,7 @@ def trim_icon_font(outdir: Path) -> None:
             subset_font(font, drawn)
 
 
-# --- Wiring ----------------------------------------------------------------------------------------
+# --- Wiring ---------------------------------------------------------------------------------------
 
 
 def optimize_page(page: str, page_file: Path, outdir: Path) -> str:
