@@ -192,7 +192,9 @@ def npm_ci(session: nox.Session) -> Path:
     """Install the npm packages of package-lock.json into node_modules, unless already there.
 
     Like :func:`install`, a stamp records the lock file it installed; `npm ci` runs only when the
-    lock file changed (or node_modules is missing). Returns node_modules/.bin.
+    lock file changed (or node_modules is missing). Returns node_modules/.bin. (package.json pins
+    third-party-web under `overrides`: a Lighthouse dependency asks for its `latest` tag, which
+    would take the lock file out of step with each release.)
     """
     if shutil.which("npm") is None or shutil.which("node") is None:
         session.error(

@@ -190,6 +190,16 @@ def visit(server):
     return lambda page, url: Visit(page, url, server)
 
 
+def _render_everything(page) -> None:
+    """Lay out the parts of the page the browser skips until they near the screen.
+
+    Code cells below the first heading carry `content-visibility: auto` (docs/_static/remat.css):
+    a reader's browser draws them on scrolling to them. A full-page screenshot would show them
+    blank, and axe-core could not judge their colours, so both see the page drawn in full.
+    """
+    page.add_style_tag(content="* { content-visibility: visible !important; }")
+
+
 def _choose_mode(page, mode: str) -> None:
     """Pick a colour mode with the theme's switch in the header, as a reader does."""
     page.locator(".theme-switch-button:visible").first.click()
@@ -231,6 +241,7 @@ def test_page_loads_cleanly(new_page, visit, base_url, sizes, name, scheme):
     assert page.evaluate("document.documentElement.dataset.theme") == scheme
     SHOTS.mkdir(exist_ok=True)
     stem = name.removesuffix(".html").replace("/", "__")
+    _render_everything(page)
     page.screenshot(path=str(SHOTS / f"{stem}.{scheme}.png"), full_page=True)
     if scheme == "light":
         sizes[name] = seen.transferred()
@@ -243,6 +254,7 @@ def test_no_serious_accessibility_violations(new_page, visit, base_url, name, sc
 
     page = new_page(scheme)
     visit(page, base_url + name)
+    _render_everything(page)
     results = Axe().run(page)
     serious = [
         f"{v['id']} ({v['impact']}): {v['help']} at "
