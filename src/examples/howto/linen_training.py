@@ -14,7 +14,6 @@ Every figure the guide shows is read from XLA's compiled program
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -25,20 +24,27 @@ import jax.numpy as jnp
 import optax  # type: ignore[import-untyped]
 from jax.ad_checkpoint import checkpoint_name
 
-from examples.display import Table, format_bytes, format_ratio
+from examples.display import Table, format_bytes
+from examples.howto.flax_steps import (
+    CONFIG,
+    DROPOUT,
+    VOCAB,
+    Batch,
+    Measured,
+    losses_table,
+    make_batch,
+    measured_table,
+    step_facts,
+)
 from examples.jaxprs import traced_remat_sites
-from examples.measure import CompiledStats, compiled_stats
+from examples.measure import compiled_stats
 from examples.models import Config, rms_norm
 from examples.residuals import saved_residuals
-from examples.tutorial_jit import relation
 
-#: The model of the guide: small enough that each compile takes a second or two on a CPU.
-CONFIG = Config(layers=4, batch=4, seq=64, width=128, heads=4)
-VOCAB = 256
-DROPOUT = 0.1
+#: Names the page uses from here, defined with the NNX guide's in :mod:`examples.howto.flax_steps`.
+__all__ = ["CONFIG", "Measured", "losses_table", "make_batch", "measured_table", "step_facts"]
 
 Params = Any
-Batch = dict[str, jax.Array]
 
 # --- the block --------------------------------------------------------------------------------
 
@@ -148,12 +154,6 @@ class ScannedTransformer(nn.Module):
 # --- the training step ------------------------------------------------------------------------
 
 
-def make_batch(cfg: Config = CONFIG, vocab: int = VOCAB, seed: int = 0) -> Batch:
-    """Random tokens, and as targets the same tokens shifted by one (next-token prediction)."""
-    tokens = jax.random.randint(jax.random.key(seed), (cfg.batch, cfg.seq), 0, vocab)
-    return {"tokens": tokens, "targets": jnp.roll(tokens, -1, axis=1)}
-
-
 def loss_fn(
     model: nn.Module, params: Params, batch: Batch, dropout_key: jax.Array, train: bool = True
 ) -> jax.Array:
@@ -182,8 +182,13 @@ def init_params(model: nn.Module, batch: Batch, seed: int = 0) -> Params:
     return model.init(jax.random.key(seed), batch["tokens"], False)["params"]
 
 
-def optimizer() -> optax.GradientTransformation:
-    return optax.adamw(1e-3)
+def param_shapes(model: nn.Module, batch: Batch) -> Params:
+    """The shapes :func:`init_params` would give, traced only (``jax.eval_shape``)."""
+    return jax.tree.map(jnp.shape, jax.eval_shape(lambda: init_params(model, batch)))
+
+
+#: The optimizer of the guide's training step.
+OPTIMIZER = optax.adamw(1e-3)
 
 
 def dropout_key(seed: int = 1) -> jax.Array:
@@ -194,76 +199,19 @@ def dropout_key(seed: int = 1) -> jax.Array:
 # --- measuring --------------------------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
-class Measured:
-    """What one model's training step costs: JAX's residuals, and XLA's compiled figures."""
-
-    name: str
-    residual_bytes: int  #: what autodiff keeps for the backward pass, arguments excluded
-    step: CompiledStats | None  #: the compiled training step; ``None`` where not compiled
-
-
 def measure(name: str, model: nn.Module, compile: bool = True) -> Measured:
     """List what the gradient of ``model``'s loss keeps, and compile its training step.
 
     Both work from shapes alone (``jax.eval_shape``), so no parameter is allocated.
     """
-    batch, key, tx = make_batch(), dropout_key(), optimizer()
+    batch, key, tx = make_batch(), dropout_key(), OPTIMIZER
     params = jax.eval_shape(lambda: init_params(model, batch))
     kept = saved_residuals(lambda p: loss_fn(model, p, batch, key), params)
     step = None
     if compile:
         opt_state = jax.eval_shape(tx.init, params)
         step = compiled_stats(make_train_step(model, tx), params, opt_state, batch, key)
-    return Measured(name, kept.excluding_arguments().nbytes, step)
-
-
-def measured_table(rows: Sequence[Measured], flops: bool = True) -> Table:
-    """Residuals, and where compiled XLA's temporary memory (and FLOPs), against the first row.
-
-    Leave the FLOPs out for scans: XLA's cost analysis counts a loop's body once.
-    """
-    base = rows[0]
-    header = ["model", "residuals kept", "vs first"]
-    header += ["XLA temp memory", "vs first"] if base.step else []
-    header += ["XLA FLOPs", "vs first"] if base.step and flops else []
-    table = []
-    for r in rows:
-        row = [f"`{r.name}`", format_bytes(r.residual_bytes)]
-        row.append(format_ratio(r.residual_bytes, base.residual_bytes))
-        if r.step and base.step:
-            row += [format_bytes(r.step.temp_bytes)]
-            row += [format_ratio(r.step.temp_bytes, base.step.temp_bytes)]
-            if flops:
-                row += [f"{(r.step.flops or 0) / 1e9:.2f} G"]
-                row += [format_ratio(r.step.flops, base.step.flops)]
-        table.append(row)
-    return Table(header, table)
-
-
-def step_facts(plain: Measured, remat: Measured, prefix: str) -> dict[str, Any]:
-    """Figures and verdicts for the page's prose: one model without and with remat."""
-    if plain.step is None or remat.step is None:
-        raise ValueError("step_facts needs both models' compiled steps (measure with compile=True)")
-    temp, base = remat.step.temp_bytes, plain.step.temp_bytes
-    facts: dict[str, Any] = {
-        "plain_res": format_bytes(plain.residual_bytes),
-        "remat_res": format_bytes(remat.residual_bytes),
-        "res_ratio": remat.residual_bytes / plain.residual_bytes,
-        "plain_temp": format_bytes(base),
-        "remat_temp": format_bytes(temp),
-        "temp_relation": relation(temp, base),
-        "temp_ratio": temp / base,
-    }
-    if plain.step.flops and remat.step.flops:
-        facts["flops_ratio"] = remat.step.flops / plain.step.flops
-        facts["memory_verdict"] = (
-            "XLA compiled the recomputation (the FLOPs went up) but the program's temporary "
-            "memory did not go down"
-            if temp >= base
-            else "XLA compiled the recomputation and the program's temporary memory went down"
-        )
-    return {f"{prefix}_{key}": value for key, value in facts.items()}
+    return Measured(name, step, kept.excluding_arguments().nbytes)
 
 
 # --- nn.remat_scan against nn.scan, by depth --------------------------------------------------
@@ -430,7 +378,7 @@ def train_side_by_side(
     batch = make_batch() if batch is None else batch
     first = next(iter(models.values()))
     start = jax.jit(init_params, static_argnums=0)(first, batch)
-    tx = optimizer()
+    tx = OPTIMIZER
     losses: dict[str, list[float]] = {}
     for name, model in models.items():
         step = make_train_step(model, tx)
@@ -440,12 +388,6 @@ def train_side_by_side(
             params, opt_state, loss = step(params, opt_state, batch, dropout_key(100 + i))
             losses[name].append(float(loss))
     return losses
-
-
-def losses_table(losses: dict[str, list[float]]) -> Table:
-    names = list(losses)
-    rows = [(i + 1, *(f"{losses[n][i]:.6f}" for n in names)) for i in range(len(losses[names[0]]))]
-    return Table(["step", *(f"loss, `{n}`" for n in names)], rows)
 
 
 def max_abs_difference(a: Any, b: Any) -> float:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -29,14 +29,22 @@ import optax  # type: ignore[import-untyped]
 from flax import nnx
 from jax.ad_checkpoint import checkpoint_name
 
-from examples.display import Table, format_bytes, format_ratio
-from examples.howto.linen_training import CONFIG, DROPOUT, VOCAB, Batch, make_batch
+from examples.display import Table, format_bytes
+from examples.howto.flax_steps import (
+    CONFIG,
+    DROPOUT,
+    VOCAB,
+    Batch,
+    Measured,
+    make_batch,
+    measured_table,
+    step_facts,
+)
 from examples.jaxprs import walk
-from examples.measure import CompiledStats, Timing, compiled_stats, time_call
+from examples.measure import Timing, compiled_stats, time_call
 from examples.models import Config, rms_norm
-from examples.tutorial_jit import relation
 
-__all__ = ["CONFIG", "VOCAB", "make_batch"]
+__all__ = ["CONFIG", "VOCAB", "make_batch", "measured_table", "step_facts"]
 
 # --- the block and the models -----------------------------------------------------------------
 
@@ -195,20 +203,6 @@ def optimizer_for(model: nnx.Module) -> nnx.Optimizer[Any]:
     return nnx.Optimizer(model, optax.adamw(1e-3), wrt=nnx.Param)
 
 
-def train_side_by_side(
-    makers: dict[str, Callable[[], nnx.Module]], steps: int = 3
-) -> dict[str, list[float]]:
-    """Build each model (from the same seed, so the same weights and random streams) and train
-    it for ``steps`` steps on one batch; each model's loss at every step."""
-    batch = make_batch()
-    losses: dict[str, list[float]] = {}
-    for name, make in makers.items():
-        model = make()
-        optimizer = optimizer_for(model)
-        losses[name] = [float(train_step(model, optimizer, batch)) for _ in range(steps)]
-    return losses
-
-
 # --- measuring --------------------------------------------------------------------------------
 
 
@@ -230,47 +224,15 @@ def pure_step(model: nnx.Module, optimizer: nnx.Optimizer[Any]) -> tuple[Any, Ca
     return state, f
 
 
-@dataclasses.dataclass(frozen=True)
-class Measured:
-    name: str
-    step: CompiledStats
-
-
 def measure(name: str, make_model: Callable[[], nnx.Module]) -> Measured:
-    """Compile the training step of the model ``make_model()`` builds, from shapes alone."""
+    """Compile the training step of the model ``make_model()`` builds, from shapes alone.
+
+    The record and its table are the linen guide's (``Measured``, ``measured_table``), without
+    the residuals: NNX keeps its random keys as typed keys, which the site's residual listing
+    does not read.
+    """
     state, f = pure_step(*abstract(make_model))
     return Measured(name, compiled_stats(f, state, make_batch()))
-
-
-def measured_table(rows: Sequence[Measured], flops: bool = True) -> Table:
-    """XLA's temporary memory (and FLOPs) of each training step, against the first row.
-
-    Leave the FLOPs out for scans: XLA's cost analysis counts a loop's body once.
-    """
-    base = rows[0].step
-    header = ["model", "XLA temp memory", "vs first"] + (["XLA FLOPs", "vs first"] if flops else [])
-    table = []
-    for r in rows:
-        row = [f"`{r.name}`", format_bytes(r.step.temp_bytes)]
-        row.append(format_ratio(r.step.temp_bytes, base.temp_bytes))
-        if flops:
-            row += [f"{(r.step.flops or 0) / 1e9:.2f} G", format_ratio(r.step.flops, base.flops)]
-        table.append(row)
-    return Table(header, table)
-
-
-def pair_facts(plain: Measured, remat: Measured, prefix: str) -> dict[str, Any]:
-    """Figures and verdicts for the page's prose: one model without and with a checkpoint."""
-    temp, base = remat.step.temp_bytes, plain.step.temp_bytes
-    facts: dict[str, Any] = {
-        "plain_temp": format_bytes(base),
-        "remat_temp": format_bytes(temp),
-        "temp_relation": relation(temp, base),
-        "temp_ratio": temp / base,
-    }
-    if plain.step.flops and remat.step.flops:
-        facts["flops_ratio"] = remat.step.flops / plain.step.flops
-    return {f"{prefix}_{key}": value for key, value in facts.items()}
 
 
 # --- what a scanned body returns --------------------------------------------------------------
@@ -281,6 +243,7 @@ class ScanOutputs:
     """What the forward loop over layers returns per layer, stacked (JAX's short types)."""
 
     outputs: list[str]  #: every stacked output of the forward scan
+    output_bytes: int  #: their size
     parameters: list[str]  #: those with the shape and dtype of a stacked parameter
     parameter_bytes: int  #: their size
 
@@ -302,9 +265,15 @@ def scan_outputs(make_model: Callable[[], Any]) -> ScanOutputs:
     params = [a for a in avals if (a.shape, a.dtype) in stacked]
     return ScanOutputs(
         outputs=[a.str_short(short_dtypes=True) for a in avals],
+        output_bytes=sum(_nbytes(a) for a in avals),
         parameters=[a.str_short(short_dtypes=True) for a in params],
-        parameter_bytes=sum(math.prod(a.shape) * a.dtype.itemsize for a in params),
+        parameter_bytes=sum(_nbytes(a) for a in params),
     )
+
+
+def _nbytes(aval: Any) -> int:
+    """Bytes of an array of this type (a typed random key's dtype has an item size too)."""
+    return int(math.prod(aval.shape) * aval.dtype.itemsize)
 
 
 # --- tracing and compiling time ---------------------------------------------------------------
@@ -318,15 +287,22 @@ def lowering_time(make_model: Callable[[], nnx.Module], repeats: int = 7) -> Tim
     return time_call(lambda: nnx.jit(step).lower(model, optimizer, batch), repeats=repeats)
 
 
-def outputs_table(rows: dict[str, ScanOutputs]) -> Table:
-    """Per model: what its forward scan returns per layer, and how much of it is parameters."""
+def outputs_table(rows: dict[str, ScanOutputs], listed: int = 10) -> Table:
+    """Per model: what its forward scan returns (listed if at most ``listed`` arrays), and how
+    much of it is parameters."""
+
+    def shown(r: ScanOutputs) -> str:
+        if len(r.outputs) <= listed:
+            return " ".join(f"`{o}`" for o in r.outputs)
+        return f"{len(r.outputs)} arrays: the activations the backward loop needs"
+
     return Table(
-        ["model", "stacked outputs of the forward scan", "of which parameters"],
+        ["model", "stacked outputs of the forward scan", "bytes", "of which parameters"],
         [
-            (f"`{name}`", " ".join(f"`{o}`" for o in r.outputs), format_bytes(r.parameter_bytes))
-            for name, r in rows.items()
+            (f"`{n}`", shown(r), format_bytes(r.output_bytes), format_bytes(r.parameter_bytes))
+            for n, r in rows.items()
         ],
-        align=["left", "left", "right"],
+        align=["left", "left", "right", "right"],
     )
 
 
