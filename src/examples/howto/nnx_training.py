@@ -57,9 +57,15 @@ class Block(nnx.Module):
     """
 
     def __init__(
-        self, width: int, heads: int, *, mlp_ratio: int = 4, dtype: Any = jnp.float32,
-        dropout: float = DROPOUT, rngs: nnx.Rngs,
-    ) -> None:  # fmt: skip
+        self,
+        width: int,
+        heads: int,
+        *,
+        mlp_ratio: int = 4,
+        dtype: Any = jnp.float32,
+        dropout: float = DROPOUT,
+        rngs: nnx.Rngs,
+    ) -> None:
         linear = partial(nnx.Linear, dtype=dtype, param_dtype=dtype, rngs=rngs)
         self.heads = heads
         self.qkv = linear(width, 3 * width, use_bias=False)
@@ -70,8 +76,8 @@ class Block(nnx.Module):
 
     def __call__(self, x: jax.Array) -> jax.Array:
         b, s, d = x.shape
-        q, k, v = (t.reshape(b, s, self.heads, d // self.heads) for t in jnp.split(
-            self.qkv(rms_norm(x)), 3, axis=-1))  # fmt: skip
+        qkv = jnp.split(self.qkv(rms_norm(x)), 3, axis=-1)
+        q, k, v = (t.reshape(b, s, self.heads, d // self.heads) for t in qkv)
         logits = jnp.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(d // self.heads)
         attended = jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(logits, axis=-1), v)
         attn_out = checkpoint_name(self.attn_out(attended.reshape(b, s, d)), "attn_out")
@@ -92,9 +98,13 @@ class Transformer(nnx.Module):
     """
 
     def __init__(
-        self, cfg: Config = CONFIG, *, block_call: BlockCall = Block.__call__,
-        dtype: Any = jnp.float32, rngs: nnx.Rngs,
-    ) -> None:  # fmt: skip
+        self,
+        cfg: Config = CONFIG,
+        *,
+        block_call: BlockCall = Block.__call__,
+        dtype: Any = jnp.float32,
+        rngs: nnx.Rngs,
+    ) -> None:
         self.embed = nnx.Embed(VOCAB, cfg.width, param_dtype=dtype, rngs=rngs)
         self.blocks = nnx.List(
             [Block(cfg.width, cfg.heads, dtype=dtype, rngs=rngs) for _ in range(cfg.layers)]
@@ -118,9 +128,14 @@ class ScannedTransformer(nnx.Module):
     """
 
     def __init__(
-        self, cfg: Config = CONFIG, *, body: BlockCall = Block.__call__,
-        in_axes: tuple[Any, ...] = (nnx.Carry, 0), dtype: Any = jnp.float32, rngs: nnx.Rngs,
-    ) -> None:  # fmt: skip
+        self,
+        cfg: Config = CONFIG,
+        *,
+        body: BlockCall = Block.__call__,
+        in_axes: tuple[Any, ...] = (nnx.Carry, 0),
+        dtype: Any = jnp.float32,
+        rngs: nnx.Rngs,
+    ) -> None:
         self.embed = nnx.Embed(VOCAB, cfg.width, param_dtype=dtype, rngs=rngs)
 
         @nnx.split_rngs(splits=cfg.layers)
@@ -155,9 +170,14 @@ class SplitScannedTransformer(ScannedTransformer):
     """
 
     def __init__(
-        self, cfg: Config = CONFIG, *, returns: Any = nnx.RngState, policy: Any = None,
-        dtype: Any = jnp.float32, rngs: nnx.Rngs,
-    ) -> None:  # fmt: skip
+        self,
+        cfg: Config = CONFIG,
+        *,
+        returns: Any = nnx.RngState,
+        policy: Any = None,
+        dtype: Any = jnp.float32,
+        rngs: nnx.Rngs,
+    ) -> None:
         super().__init__(cfg, dtype=dtype, rngs=rngs)
         self.returns = returns
         self.policy = policy
@@ -294,7 +314,7 @@ def outputs_table(rows: dict[str, ScanOutputs], listed: int = 10) -> Table:
     def shown(r: ScanOutputs) -> str:
         if len(r.outputs) <= listed:
             return " ".join(f"`{o}`" for o in r.outputs)
-        return f"{len(r.outputs)} arrays: the activations the backward loop needs"
+        return f"{len(r.outputs)} arrays (not listed)"
 
     return Table(
         ["model", "stacked outputs of the forward scan", "bytes", "of which parameters"],
