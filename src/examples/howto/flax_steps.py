@@ -50,8 +50,8 @@ class Measured:
 def measured_table(rows: Sequence[Measured], flops: bool = True) -> Table:
     """Residuals, XLA's temporary memory and FLOPs, each against the first row, where measured.
 
-    Leave the FLOPs out for scans (``flops=False``): XLA's cost analysis counts a loop's body
-    once. A figure a row lacks shows as a dash.
+    Leave the FLOPs out (``flops=False``) where rows mix scans with unrolled steps: XLA's cost
+    analysis counts a loop's body once. A figure a row lacks shows as a dash.
     """
     first = rows[0]
     columns: list[tuple[str, Callable[[Measured], float | None]]] = []
