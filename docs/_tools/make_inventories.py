@@ -136,8 +136,26 @@ def flax_objects() -> list[tuple[str, str, str]]:
         ("flax.nnx.Module", "py:class", "api_reference/flax.nnx/module.html#flax.nnx.Module"),
         ("flax.nnx.Linear", "py:class", "api_reference/flax.nnx/nn/linear.html#flax.nnx.Linear"),
         ("flax.nnx.Rngs", "py:class", "api_reference/flax.nnx/rnglib.html#flax.nnx.Rngs"),
-        ("flax.nnx.split", "py:function", "api_reference/flax.nnx/graph.html#flax.nnx.split"),
+        # The NNX how-to guide (howto/remat-nnx): the optimizer, the functional API, split_rngs.
+        (
+            "flax.nnx.Optimizer",
+            "py:class",
+            "api_reference/flax.nnx/training/optimizer.html#flax.nnx.optimizer.Optimizer",
+        ),
+        (
+            "flax.nnx.split_rngs",
+            "py:function",
+            "api_reference/flax.nnx/rnglib.html#flax.nnx.split_rngs",
+        ),
     ]
+    for name in ["split", "merge", "update"]:
+        objects.append(
+            (
+                f"flax.nnx.{name}",
+                "py:function",
+                f"api_reference/flax.nnx/graph.html#flax.nnx.{name}",
+            )
+        )
     return objects
 
 
