@@ -21,7 +21,7 @@ from typing import Any
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import optax  # type: ignore[import-untyped]
+import optax
 from jax.ad_checkpoint import checkpoint_name
 
 from examples.display import Table, format_bytes

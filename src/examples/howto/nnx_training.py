@@ -25,7 +25,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import optax  # type: ignore[import-untyped]
+import optax
 from flax import nnx
 from jax.ad_checkpoint import checkpoint_name
 
