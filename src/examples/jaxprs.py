@@ -126,9 +126,7 @@ class RematSite:
         return count_primitive(self.jaxpr, primitive) if self.jaxpr is not None else 0
 
 
-def remat_sites(
-    jaxpr: Any, depth: int = 0, within: tuple[str, ...] = ()
-) -> list[RematSite]:
+def remat_sites(jaxpr: Any, depth: int = 0, within: tuple[str, ...] = ()) -> list[RematSite]:
     """Every checkpoint equation in ``jaxpr`` and the jaxprs nested in its equations."""
     found: list[RematSite] = []
     for eqn in open_jaxpr(jaxpr).eqns:

@@ -126,7 +126,9 @@ def _probe(a: jax.Array, b: jax.Array, c: jax.Array, names: tuple[str, ...]) -> 
     return out
 
 
-def policy_behaviour(policy: Any, names: tuple[str, ...] = ()) -> tuple[tuple[str, str | None], ...]:
+def policy_behaviour(
+    policy: Any, names: tuple[str, ...] = ()
+) -> tuple[tuple[str, str | None], ...]:
     """What ``jax.checkpoint(probe, policy=policy)`` keeps: (type, primitive or name) per value.
 
     The probe has a matrix product without batch dimensions, one with a batch dimension,

@@ -88,9 +88,13 @@ def place(problem: Problem, jaxpr: Any) -> Placement:
     placed = [s for s in candidates if s.products >= problem.products_inside]
     if candidates and not placed:
         most = max(s.products for s in candidates)
-        there, whole = (" in the scan's body", "the whole layer") if problem.inside_scan else (
-            "",
-            "the whole computation",
+        there, whole = (
+            (" in the scan's body", "the whole layer")
+            if problem.inside_scan
+            else (
+                "",
+                "the whole computation",
+            )
         )
         problems.append(
             f"a checkpoint ({candidates[0].primitive}) is there, but the largest one{there} "

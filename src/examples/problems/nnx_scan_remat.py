@@ -48,7 +48,7 @@ def make_blocks(seed: int, features: int, layers: int) -> Block:
 
 
 def nnx_scan_remat(seed: int, x: jax.Array, features: int, layers: int) -> jax.Array:
-    """Apply the stacked blocks to ``x`` with ``nnx.scan``, each under ``nnx.remat`` and a policy."""
+    """Apply the stacked blocks to ``x`` with ``nnx.scan``, each under ``nnx.remat``, a policy."""
     blocks = make_blocks(seed, features, layers)
 
     @nnx.scan(in_axes=(nnx.Carry, 0), out_axes=nnx.Carry)

@@ -99,12 +99,13 @@ PROBLEM = Problem(
 )
 
 
-# -- for the page: a block with two names -----------------------------------------------------------
+# -- for the page: a block with two names ---------------------------------------------------------
 
 
 def named_mlp_block(h: jax.Array, p: dict[str, jax.Array]) -> jax.Array:
     """The pre-norm MLP block of :func:`examples.problems.checkpoint_dot_policy.mlp_block`, with
-    the normalized input named ``"normed"`` and the first product (the GELU's input) ``"mlp_pre"``."""
+    the normalized input named ``"normed"`` and the first product (the GELU's input)
+    ``"mlp_pre"``."""
     normed = checkpoint_name(rms_norm(h), "normed")
     pre = checkpoint_name(normed @ p["w1"], "mlp_pre")
     return h + jax.nn.gelu(pre) @ p["w2"]

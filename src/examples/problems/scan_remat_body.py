@@ -1,4 +1,4 @@
-"""Problem ``scan_remat_body``: a stack of layers applied with ``jax.lax.scan``, the body checkpointed.
+"""Problem ``scan_remat_body``: layers applied with ``jax.lax.scan``, the scanned body checkpointed.
 
 Layer ``l`` computes ``h <- tanh(h @ ws[l] + bs[l])``; ``jax.lax.scan`` applies the ``L`` layers
 to ``x`` in turn, and the function returns ``sum(h_L ** 2)``. The solution wraps the scanned
@@ -153,13 +153,14 @@ def partly_checkpointed_step(h: jax.Array, p: dict[str, jax.Array]) -> tuple[jax
 
 
 def python_loop_model(step: Callable[[jax.Array, Any], tuple[jax.Array, None]]) -> Any:
-    """The same loss with a Python ``for`` loop over the layers instead of ``jax.lax.scan``."""
+    """:func:`scan_model` with a Python ``for`` loop over the layers instead of ``jax.lax.scan``."""
 
     def loss(params: Any, x: jax.Array) -> jax.Array:
-        h = x
-        for i in range(jax.tree.leaves(params)[0].shape[0]):
-            h, _ = step(h, jax.tree.map(lambda stacked, i=i: stacked[i], params))
-        return jnp.mean(h**2)
+        h = jnp.tanh(x @ params["w_in"])
+        stacked = params["layers"]
+        for i in range(jax.tree.leaves(stacked)[0].shape[0]):
+            h, _ = step(h, jax.tree.map(lambda layer, i=i: layer[i], stacked))
+        return jnp.mean((h @ params["w_out"]) ** 2)
 
     return loss
 

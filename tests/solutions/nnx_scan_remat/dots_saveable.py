@@ -9,6 +9,7 @@ says: found dots_saveable
 import jax
 from flax import nnx
 
+
 class Block(nnx.Module):
     def __init__(self, features, rngs):
         self.linear1 = nnx.Linear(features, 4 * features, rngs=rngs)

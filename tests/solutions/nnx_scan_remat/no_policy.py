@@ -7,6 +7,7 @@ says: found no policy
 import jax
 from flax import nnx
 
+
 class Block(nnx.Module):
     def __init__(self, features, rngs):
         self.linear1 = nnx.Linear(features, 4 * features, rngs=rngs)

@@ -7,6 +7,7 @@ says: no checkpoint in the traced function
 import jax
 from flax import nnx
 
+
 class Block(nnx.Module):
     def __init__(self, features, rngs):
         self.linear1 = nnx.Linear(features, 4 * features, rngs=rngs)

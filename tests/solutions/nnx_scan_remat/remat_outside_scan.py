@@ -11,6 +11,7 @@ says: surrounds the whole scan
 import jax
 from flax import nnx
 
+
 class Block(nnx.Module):
     def __init__(self, features, rngs):
         self.linear1 = nnx.Linear(features, 4 * features, rngs=rngs)

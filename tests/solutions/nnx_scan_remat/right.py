@@ -6,6 +6,7 @@ expect: pass
 import jax
 from flax import nnx
 
+
 class Block(nnx.Module):
     def __init__(self, features, rngs):
         self.linear1 = nnx.Linear(features, 4 * features, rngs=rngs)

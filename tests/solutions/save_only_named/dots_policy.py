@@ -15,4 +15,6 @@ def save_only_named(w1, w2, x):
         h = checkpoint_name(x @ w1, "hidden")
         return jnp.sum((jnp.tanh(h) @ w2) ** 2)
 
-    return jax.checkpoint(pipeline, policy=jax.checkpoint_policies.dots_with_no_batch_dims_saveable)(w1, w2, x)
+    return jax.checkpoint(
+        pipeline, policy=jax.checkpoint_policies.dots_with_no_batch_dims_saveable
+    )(w1, w2, x)

@@ -7,7 +7,6 @@ says: (it names no value)
 
 import jax
 import jax.numpy as jnp
-from jax.ad_checkpoint import checkpoint_name
 
 
 def save_only_named(w1, w2, x):
@@ -15,4 +14,6 @@ def save_only_named(w1, w2, x):
         h = x @ w1
         return jnp.sum((jnp.tanh(h) @ w2) ** 2)
 
-    return jax.checkpoint(pipeline, policy=jax.checkpoint_policies.save_only_these_names("hidden"))(w1, w2, x)
+    return jax.checkpoint(pipeline, policy=jax.checkpoint_policies.save_only_these_names("hidden"))(
+        w1, w2, x
+    )
