@@ -64,6 +64,7 @@ def jax_objects() -> list[tuple[str, str, str]]:
         ("jax.custom_batching.custom_vmap", "py:class", None),
         ("jax.random.key", "py:function", None),
         ("jax.random.PRNGKey", "py:function", None),
+        ("jax.random.split", "py:function", None),
         ("jax.lax.dot_general", "py:function", None),
         ("jax.lax.optimization_barrier", "py:function", None),
         # The sharded-step guide (howto/sharded-step): meshes, shardings, collectives, export.
