@@ -27,8 +27,11 @@ extensions = [
     "notfound.extension",
     "remat_site",
     "take_home",
-    "offline_mathjax",
+    # Fast on a phone (docs/_ext/performance.py): math as MathML at build time, scripts that
+    # wait for the page, images sized and lazy. `nox -s lighthouse` measures the result.
+    "performance",
 ]
+html_math_renderer = "mathml"  # registered by performance; no MathJax on any page
 
 root_doc = "index"
 exclude_patterns = [

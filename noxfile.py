@@ -11,6 +11,7 @@
     nox -s tests-installed      pytest in the current environment, installing nothing
     nox -s browser              the built site in Chromium (after `nox -s docs`)
     nox -s notebooks            the built site's notebooks, run outside the repository
+    nox -s lighthouse           Lighthouse's mobile scores of every page, against the budget
     nox -s check -- PROBLEM FILE   check a solution to one of the site's problems
     nox -s serve                live rebuild on http://127.0.0.1:8000 while writing
     nox -s lint                 the pre-commit hooks (ruff, codespell, zizmor, ...) and mypy
@@ -225,6 +226,47 @@ def notebooks(session: nox.Session) -> None:
     )
     runner = ROOT / "docs" / "_tools" / "run_notebooks.py"
     session.run("python", str(runner), str(HTML), *session.posargs)
+
+
+def npm_ci(session: nox.Session) -> Path:
+    """Install the npm packages of package-lock.json into node_modules, unless already there.
+
+    Like :func:`install`, a stamp records the lock file it installed; `npm ci` runs only when the
+    lock file changed (or node_modules is missing). Returns node_modules/.bin. (package.json pins
+    third-party-web under `overrides`: a Lighthouse dependency asks for its `latest` tag, which
+    would take the lock file out of step with each release.)
+    """
+    if shutil.which("npm") is None or shutil.which("node") is None:
+        session.error(
+            "this session needs Node.js and npm (the machine's, or Debian's: "
+            "`apt-get install nodejs npm`)"
+        )
+    lock = ROOT / "package-lock.json"
+    key = hashlib.sha256(lock.read_bytes()).hexdigest()
+    stamp = ROOT / "node_modules" / ".remat-guide-installed"
+    if stamp.is_file() and stamp.read_text() == key:
+        session.log("package-lock.json unchanged since the last run: nothing to install")
+    else:
+        session.run("npm", "ci", "--no-audit", "--no-fund", "--loglevel=error", external=True)
+        stamp.write_text(key)
+    return ROOT / "node_modules" / ".bin"
+
+
+@nox.session(default=False, venv_backend="none")
+def lighthouse(session: nox.Session) -> None:
+    """Lighthouse (mobile, simulated throttling) on every page; fails under the budget.
+
+    Serves _build/html gzip-compressed on loopback under its hosted path and audits one page at
+    a time with npm's Lighthouse (pinned in package-lock.json) in Debian's Chromium. Budget:
+    performance at least 0.9 on every page (a page near it is run three times, the median
+    counts), accessibility, best practices and SEO 1.0 (the 404 page's noindex aside), at most
+    1 MB transferred. Writes _build/lighthouse/report.md. Pages to audit, or `--help`, after `--`.
+    The script is standard library only, so the session needs no environment of its own.
+    """
+    if not (HTML / "index.html").is_file():
+        session.error(f"no built site at {HTML}; run `nox -s docs` first")
+    npm_ci(session)
+    session.run(sys.executable, str(ROOT / "tests" / "lighthouse.py"), *session.posargs)
 
 
 @nox.session(default=False)

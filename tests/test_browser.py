@@ -3,28 +3,27 @@
 Run by `nox -s browser` after `nox -s docs` (or `python -m pytest -m browser`; the site is read
 from REMAT_GUIDE_HTML, by default _build/html). The site is served from a loopback server under
 the same path it has when hosted (read from the pages' canonical URL), and a missing path gets the
-site's 404 page, as on GitHub Pages or Read the Docs. Every page that the build wrote is checked,
-in light and dark mode: no console error, no failed request, no request leaving the server, no
-serious or critical axe-core violation. The interactive pieces a reader uses are exercised on
-every page that has them: folded solutions, copy buttons, the colour-mode switch, the download
-menu, search. Screenshots (light and dark) and a table of transferred bytes per page go to
-<site>/_screenshots/, which no page links to.
+site's 404 page, as on GitHub Pages or Read the Docs (tests/siteserver.py, shared with the
+Lighthouse session). Every page that the build wrote is checked, in light and dark mode: no
+console error, no failed request, no request leaving the server, no serious or critical axe-core
+violation. The interactive pieces a reader uses are exercised on every page that has them:
+folded solutions, copy buttons, the colour-mode switch, the download menu, search. Screenshots
+(light and dark) and a table of transferred bytes per page go to <site>/_screenshots/, which no
+page links to.
 """
 
 from __future__ import annotations
 
-import functools
 import gzip
-import http.server
 import json
 import os
 import re
-import threading
 import urllib.parse
 from pathlib import Path
 
 import pytest
 from builtsite import HTML, hosted_path, pages
+from siteserver import serve
 
 pytestmark = [
     pytest.mark.browser,
@@ -77,43 +76,12 @@ CODE_PAGES = _pages_with(r'class="cell_input')
 SHOTS = HTML / "_screenshots"
 
 
-class _Site(http.server.SimpleHTTPRequestHandler):
-    """Serves the site under SITE_PATH; a missing file gets 404.html with status 404."""
-
-    def log_message(self, *args):  # keep pytest's output readable
-        pass
-
-    def translate_path(self, path):
-        clean = urllib.parse.urlsplit(path).path
-        if clean.startswith(SITE_PATH):
-            clean = "/" + clean[len(SITE_PATH) :]
-        else:
-            clean = "/__outside_the_site__"
-        return super().translate_path(clean)
-
-    def send_error(self, code, message=None, explain=None):
-        page = HTML / "404.html"
-        if code != 404 or not page.is_file():
-            return super().send_error(code, message, explain)
-        body = page.read_bytes()
-        self.send_response(404)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
-        return None
-
-
 @pytest.fixture(scope="module")
 def server():
-    handler = functools.partial(_Site, directory=str(HTML))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    """The site on loopback under its hosted path (tests/siteserver.py), uncompressed: the
+    byte counts below add up the gzipped sizes themselves."""
+    with serve(HTML, SITE_PATH) as origin:
+        yield origin
 
 
 @pytest.fixture(scope="module")
@@ -222,6 +190,16 @@ def visit(server):
     return lambda page, url: Visit(page, url, server)
 
 
+def _render_everything(page) -> None:
+    """Lay out the parts of the page the browser skips until they near the screen.
+
+    Code cells below the first heading carry `content-visibility: auto` (docs/_static/remat.css):
+    a reader's browser draws them on scrolling to them. A full-page screenshot would show them
+    blank, and axe-core could not judge their colours, so both see the page drawn in full.
+    """
+    page.add_style_tag(content="* { content-visibility: visible !important; }")
+
+
 def _choose_mode(page, mode: str) -> None:
     """Pick a colour mode with the theme's switch in the header, as a reader does."""
     page.locator(".theme-switch-button:visible").first.click()
@@ -263,6 +241,7 @@ def test_page_loads_cleanly(new_page, visit, base_url, sizes, name, scheme):
     assert page.evaluate("document.documentElement.dataset.theme") == scheme
     SHOTS.mkdir(exist_ok=True)
     stem = name.removesuffix(".html").replace("/", "__")
+    _render_everything(page)
     page.screenshot(path=str(SHOTS / f"{stem}.{scheme}.png"), full_page=True)
     if scheme == "light":
         sizes[name] = seen.transferred()
@@ -275,6 +254,7 @@ def test_no_serious_accessibility_violations(new_page, visit, base_url, name, sc
 
     page = new_page(scheme)
     visit(page, base_url + name)
+    _render_everything(page)
     results = Axe().run(page)
     serious = [
         f"{v['id']} ({v['impact']}): {v['help']} at "

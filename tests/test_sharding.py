@@ -293,7 +293,7 @@ def test_runs_round_trip_and_are_never_overwritten(tmp_path, stages):
     ("edit", "message"),
     [
         (lambda d: d.update(schema="other"), "schema is 'other'"),
-        (lambda d: d["runinfo"].pop("backend"), "runinfo must name"),
+        (lambda d: d["runinfo"].pop("backend"), "runinfo lacks 'backend'"),
         (lambda d: d["results"][0].pop("temp_bytes"), r"results\[0\]: missing temp_bytes"),
         (lambda d: d["results"][0]["step"].pop("min_s"), "step: missing min_s"),
     ],

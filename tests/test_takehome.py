@@ -593,6 +593,24 @@ def test_every_page_with_a_banner_shows_the_install_command_after_it(take_home):
         assert command in shown, page.name
 
 
+def test_the_wheel_placeholder_becomes_the_wheels_address(take_home):
+    app = _app()
+    url = take_home.wheel_url(BASE, ROOT)
+    text = f"install `{take_home.WHEEL_PLACEHOLDER}` now"
+    notebook = {"cells": [{"cell_type": "markdown", "id": "cell-0", "source": [text]}]}
+    (_, cell) = take_home.with_setup_cell(app, notebook)["cells"]
+    assert cell["source"] == f"install `{url}` now"
+
+
+def test_no_built_page_or_notebook_shows_the_wheel_placeholder(take_home):
+    site = _built_site()
+    url = take_home.wheel_url(_site_url(site), ROOT)
+    problems = (site / "problems" / "index.html").read_text(encoding="utf-8")
+    assert f'pip install "{url}"' in html.unescape(re.sub(r"<[^>]+>", "", problems))
+    for path in [*site.rglob("*.html"), *(site / "_sources").rglob("*.ipynb")]:
+        assert take_home.WHEEL_PLACEHOLDER not in path.read_text(encoding="utf-8"), path.name
+
+
 def test_binder_buttons_open_the_pages_source_and_colab_is_left_out():
     site = _built_site()
     pages = _banner_pages(site)

@@ -35,6 +35,9 @@ SETUP_ID = "remat-guide-setup"
 SETUP_TAG = "remat-guide-setup"
 #: Points the setup cell at another wheel (a file path or a URL) than the site's.
 WHEEL_VARIABLE = "REMAT_GUIDE_WHEEL"
+#: Written in a page's inline code or code block, it becomes this build's wheel address (and so it
+#: does in the page's downloaded notebook).
+WHEEL_PLACEHOLDER = "{wheel-url}"
 
 
 def project(root: str | Path) -> tuple[str, str]:
@@ -176,8 +179,18 @@ def setup_cell(app: Sphinx) -> dict[str, Any]:
 
 
 def with_setup_cell(app: Sphinx, notebook: dict[str, Any]) -> dict[str, Any]:
-    """The notebook with the setup cell first (once, however often it is called)."""
-    cells = [c for c in notebook.get("cells", []) if c.get("id") != SETUP_ID]
+    """The notebook with the setup cell first (once, however often it is called), and the wheel's
+    address in place of :data:`WHEEL_PLACEHOLDER` in its Markdown cells."""
+    url = wheel_url(_base_url(app), app.confdir)
+    cells = []
+    for cell in notebook.get("cells", []):
+        if cell.get("id") == SETUP_ID:
+            continue
+        if cell.get("cell_type") == "markdown":
+            source = "".join(cell.get("source", []))
+            if WHEEL_PLACEHOLDER in source:
+                cell = {**cell, "source": source.replace(WHEEL_PLACEHOLDER, url)}
+        cells.append(cell)
     return {**notebook, "cells": [setup_cell(app), *cells]}
 
 
@@ -225,6 +238,22 @@ def add_note(app: Sphinx, doctree: nodes.document, docname: str) -> None:
     banner.parent.insert(banner.parent.index(banner) + 1, note)
 
 
+def fill_wheel_url(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    """Put this build's wheel address where a page's code says :data:`WHEEL_PLACEHOLDER`."""
+    if app.builder.format != "html":
+        return
+    url = wheel_url(_base_url(app), app.confdir)
+    code = list(doctree.findall(lambda n: isinstance(n, nodes.literal | nodes.literal_block)))
+    for node in code:
+        text = node.astext()
+        if WHEEL_PLACEHOLDER not in text:
+            continue
+        filled = text.replace(WHEEL_PLACEHOLDER, url)
+        # One text child, and the same raw source: Sphinx highlights a block only when they agree.
+        node.children = [nodes.Text(filled)]
+        node.rawsource = filled
+
+
 def record_wheel_url(app: Sphinx, config: Any) -> None:
     """Keep the wheel's address as a configuration value (``config-inited``).
 
@@ -242,4 +271,5 @@ def setup(app: Sphinx) -> dict[str, object]:
     app.connect("config-inited", record_wheel_url)
     app.connect("builder-inited", serve_wheel)
     app.connect("doctree-resolved", add_note)
+    app.connect("doctree-resolved", fill_wheel_url)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -64,6 +64,7 @@ def jax_objects() -> list[tuple[str, str, str]]:
         ("jax.custom_batching.custom_vmap", "py:class", None),
         ("jax.random.key", "py:function", None),
         ("jax.random.PRNGKey", "py:function", None),
+        ("jax.random.split", "py:function", None),
         ("jax.lax.dot_general", "py:function", None),
         ("jax.lax.optimization_barrier", "py:function", None),
         # The sharded-step guide (howto/sharded-step): meshes, shardings, collectives, export.
@@ -136,8 +137,26 @@ def flax_objects() -> list[tuple[str, str, str]]:
         ("flax.nnx.Module", "py:class", "api_reference/flax.nnx/module.html#flax.nnx.Module"),
         ("flax.nnx.Linear", "py:class", "api_reference/flax.nnx/nn/linear.html#flax.nnx.Linear"),
         ("flax.nnx.Rngs", "py:class", "api_reference/flax.nnx/rnglib.html#flax.nnx.Rngs"),
-        ("flax.nnx.split", "py:function", "api_reference/flax.nnx/graph.html#flax.nnx.split"),
+        # The NNX how-to guide (howto/remat-nnx): the optimizer, the functional API, split_rngs.
+        (
+            "flax.nnx.Optimizer",
+            "py:class",
+            "api_reference/flax.nnx/training/optimizer.html#flax.nnx.optimizer.Optimizer",
+        ),
+        (
+            "flax.nnx.split_rngs",
+            "py:function",
+            "api_reference/flax.nnx/rnglib.html#flax.nnx.split_rngs",
+        ),
     ]
+    for name in ["split", "merge", "update"]:
+        objects.append(
+            (
+                f"flax.nnx.{name}",
+                "py:function",
+                f"api_reference/flax.nnx/graph.html#flax.nnx.{name}",
+            )
+        )
     return objects
 
 

@@ -1,10 +1,34 @@
 """The code behind the JAX Remat Guide.
 
 Every code cell on the site imports what it runs from this package, and every function here is
-unit-tested in ``tests/``. One module per page or concern:
+unit-tested in ``tests/`` (``tests/test_package.py`` checks that this list names every module).
 
+Tools, used by every page:
+
+- :mod:`examples.runinfo`: which jax, jaxlib, flax and backend executed a page (its banner).
+- :mod:`examples.paths`: keeps the build machine's paths off the pages.
+- :mod:`examples.jaxprs`: walks jaxprs; finds ``jax.checkpoint`` under either implementation.
 - :mod:`examples.residuals`: what reverse-mode autodiff saves, as a structured listing.
-- :mod:`examples.runinfo`: which jax, jaxlib, flax and backend executed a page.
+- :mod:`examples.fwd_bwd`: the forward and backward programs of a VJP, side by side.
+- :mod:`examples.liveness`: the peak of values alive at once in a traced gradient.
+- :mod:`examples.measure`: XLA's compiled memory and FLOPs; step times with their spread.
+- :mod:`examples.display`: tables from rows; bytes and times formatted once; long text folded.
+- :mod:`examples.models`: the scan-over-layers models the pages share.
+- :mod:`examples.recorded`: measurements recorded on other machines, shipped in ``data/``.
+
+One module per page, in the site's order:
+
+- :mod:`examples.landing`: the home page's picture of the trade.
+- :mod:`examples.tutorial`, :mod:`examples.tutorial_jit`, :mod:`examples.tutorial_when_not`:
+  the tutorial.
+- :mod:`examples.migration`, :mod:`examples.next_remat`: the migration notes (PR 11830) and
+  JAX's next remat (``jax_remat3``).
+- :mod:`examples.howto`: the how-to guides, one module per guide.
+- :mod:`examples.problems`: the exercises, found by discovery; :mod:`examples.check` is the
+  learner's checker (``python -m examples.check``).
+- :mod:`examples.policies`, :mod:`examples.offload`: the policy reference.
+- :mod:`examples.explorer`: what each policy costs, measured (``python -m examples.explorer``).
+- :mod:`examples.pitfalls`: remat mistakes, measured.
 """
 
 __all__: list[str] = []

@@ -14,7 +14,9 @@ its policy. What that equation looks like depends on the implementation:
   ``RematTraced`` object holding ``jaxpr`` and ``policy``.
 
 :func:`remat_sites` finds both by what they carry, not by their names, so a renamed primitive is
-still found.
+still found; each site records the equations around it (a checkpoint in a ``scan``'s body, or one
+around a ``scan``). :func:`checkpoint_names` finds the values named with ``checkpoint_name``, which
+also trace differently under the two implementations.
 """
 
 from __future__ import annotations
@@ -115,9 +117,16 @@ class RematSite:
     depth: int  #: how many checkpoints surround this one
     products: int  #: ``dot_general`` equations inside it, nested jaxprs included
     jaxpr: Any = dataclasses.field(repr=False, compare=False, default=None)
+    #: the primitives of the equations that hold it, outermost first: ``("scan",)`` for a
+    #: checkpoint in a scan's body, ``("jit", "scan", "remat2")`` for one nested deeper
+    within: tuple[str, ...] = ()
+
+    def contains(self, primitive: str) -> int:
+        """How many ``primitive`` equations the checkpointed function holds (nested included)."""
+        return count_primitive(self.jaxpr, primitive) if self.jaxpr is not None else 0
 
 
-def remat_sites(jaxpr: Any, depth: int = 0) -> list[RematSite]:
+def remat_sites(jaxpr: Any, depth: int = 0, within: tuple[str, ...] = ()) -> list[RematSite]:
     """Every checkpoint equation in ``jaxpr`` and the jaxprs nested in its equations."""
     found: list[RematSite] = []
     for eqn in open_jaxpr(jaxpr).eqns:
@@ -132,12 +141,40 @@ def remat_sites(jaxpr: Any, depth: int = 0) -> list[RematSite]:
                     depth=depth,
                     products=count_primitive(inner, "dot_general"),
                     jaxpr=inner,
+                    within=within,
                 )
             )
             inner_depth = depth + 1
         for sub in equation_jaxprs(eqn):
-            found.extend(remat_sites(sub, inner_depth))
+            found.extend(remat_sites(sub, inner_depth, (*within, eqn.primitive.name)))
     return found
+
+
+# --- names given with checkpoint_name ------------------------------------------------------------
+
+
+def checkpoint_name_of(eqn: Any) -> str | None:
+    """The name if ``eqn`` is ``checkpoint_name``'s, under either implementation, else ``None``.
+
+    By default ``checkpoint_name(x, "h")`` traces to the primitive ``name`` with the parameter
+    ``name="h"``; under ``jax_remat3`` to a ``call_hi_primitive`` whose ``_prim`` is a
+    ``CheckpointName`` carrying ``params={"name": "h"}``.
+    """
+    if eqn.primitive.name == "name" and isinstance(eqn.params.get("name"), str):
+        return str(eqn.params["name"])
+    for value in eqn.params.values():
+        if type(value).__name__ == "CheckpointName":
+            name = getattr(value, "params", {}).get("name")
+            if isinstance(name, str):
+                return name
+    return None
+
+
+def checkpoint_names(jaxpr: Any) -> collections.Counter[str]:
+    """How often each ``checkpoint_name`` name occurs in ``jaxpr`` and its nested jaxprs."""
+    return collections.Counter(
+        name for eqn, _ in walk(jaxpr) if (name := checkpoint_name_of(eqn)) is not None
+    )
 
 
 def remat3_available() -> bool:
@@ -178,3 +215,53 @@ def remat_primitive_name() -> str:
 def traced_remat_sites(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> list[RematSite]:
     """:func:`remat_sites` of ``jax.make_jaxpr(fn)(*args, **kwargs)``."""
     return remat_sites(jax.make_jaxpr(fn)(*args, **kwargs).jaxpr)
+
+
+# --- evaluating a traced function with jit inlined ---------------------------------------------
+
+#: The names ``jax.jit`` has traced to (``pjit`` before JAX 0.7, ``jit`` since).
+JIT_PRIMITIVES = frozenset({"pjit", "jit"})
+
+
+def _eval_inlining_jit(jaxpr: Any, consts: Any, args: Any) -> list[Any]:
+    """Evaluate ``jaxpr`` equation by equation, as ``jax.core.eval_jaxpr`` does, except that a
+    ``jit`` equation is evaluated through its own jaxpr, inline, instead of being bound."""
+    env: dict[Any, Any] = {}
+
+    def read(atom: Any) -> Any:
+        return atom.val if isinstance(atom, jex_core.Literal) else env[atom]
+
+    for var, value in zip(jaxpr.constvars, consts, strict=True):
+        env[var] = value
+    for var, value in zip(jaxpr.invars, args, strict=True):
+        env[var] = value
+    for eqn in jaxpr.eqns:
+        invals = [read(v) for v in eqn.invars]
+        inner = eqn.params.get("jaxpr")
+        if eqn.primitive.name in JIT_PRIMITIVES and isinstance(inner, jex_core.ClosedJaxpr):
+            outs = _eval_inlining_jit(inner.jaxpr, inner.consts, invals)
+        else:
+            outs = eqn.primitive.bind(*invals, **eqn.primitive.get_bind_params(eqn.params))
+            if not eqn.primitive.multiple_results:
+                outs = [outs]
+        for var, value in zip(eqn.outvars, outs, strict=True):
+            env[var] = value
+    return [read(v) for v in jaxpr.outvars]
+
+
+def jit_inlined(fn: Callable[..., Any], *args: Any) -> Callable[..., Any]:
+    """``fn`` as a function of arguments shaped like ``args``, with every ``jax.jit`` inside it
+    (at any depth outside other transformations) evaluated inline.
+
+    What a jitted function keeps for its backward pass is listed as the outputs of the jitted
+    function; inlined, the listing names the values inside it. Unlike ``jax.disable_jit()``,
+    this leaves ``scan`` and other loops as they are (``disable_jit`` unrolls them in Python).
+    """
+    closed, shape = jax.make_jaxpr(fn, return_shape=True)(*args)
+    out_tree = jax.tree.structure(shape)
+
+    def inlined(*values: Any) -> Any:
+        flat = _eval_inlining_jit(closed.jaxpr, closed.consts, jax.tree.leaves(values))
+        return jax.tree.unflatten(out_tree, flat)
+
+    return inlined

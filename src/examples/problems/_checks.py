@@ -4,12 +4,15 @@ A gradient-checkpointing solution and a plain one compute the same numbers; they
 what the forward pass keeps for the backward pass. So besides the value and the gradient, every
 problem here checks the *structure* of the learner's function:
 
-- ``remat``: the traced jaxpr holds JAX's checkpoint around both matrix products, under either
-  implementation (``remat2`` by default; a ``call_hi_primitive`` carrying a ``RematTraced`` under
+- ``remat``: the traced jaxpr holds JAX's checkpoint where the problem wants it
+  (:mod:`examples.problems._placement`: around the matrix products, or in a scan's body and not
+  around the scan, with the values the problem names inside it), under either implementation
+  (``remat2`` by default; a ``call_hi_primitive`` carrying a ``RematTraced`` under
   ``jax_remat3``), looking inside ``jit``, ``custom_jvp`` and other nested jaxprs
   (:func:`examples.jaxprs.remat_sites`);
-- ``policy``: the checkpoint's policy is the required one, compared by identity or equality and
-  by behaviour (what it keeps on a probe function with and without batch dimensions);
+- ``policy``: the policy of each checkpoint found there is the required one, compared by identity
+  or equality and by behaviour (what it keeps on a probe function with and without batch
+  dimensions, and with values named with the problem's names and with another);
 - ``residuals``: what ``jax.vjp`` of the learner's function keeps (from
   :func:`examples.residuals.saved_residuals`) is what the reference solution keeps.
 
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import inspect
 import types
 from collections.abc import Callable
@@ -29,8 +33,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.ad_checkpoint import checkpoint_name
 
-from examples.jaxprs import RematSite, remat3_enabled, remat_sites
+from examples.jaxprs import jit_inlined, remat3_enabled
+from examples.problems._placement import Placement, place
 from examples.problems._runner import CHECK_NAMES
 from examples.problems._spec import Case, Problem
 from examples.residuals import Residuals, saved_residuals
@@ -46,8 +52,32 @@ _POLICY_NAMES = (
 )
 
 
+def _names_policy_types() -> dict[type, str]:
+    """The classes of JAX's names-based policies, by the factory that makes them."""
+    kinds = {}
+    for factory in ("save_only_these_names", "save_any_names_but_these"):
+        make = getattr(jax.checkpoint_policies, factory, None)
+        if make is not None:
+            kinds[type(make())] = factory
+    return kinds
+
+
+def _policy_names(policy: Any) -> list[str] | None:
+    """The names a names-based policy object was made with (its one frozenset field)."""
+    if not dataclasses.is_dataclass(policy):
+        return None
+    for field in dataclasses.fields(policy):
+        value = getattr(policy, field.name)
+        if isinstance(value, frozenset):
+            return sorted(value, key=repr)
+    return None
+
+
 def policy_name(policy: Any) -> str:
-    """``jax.checkpoint_policies.NAME`` for a named policy, else a short description."""
+    """``jax.checkpoint_policies.NAME`` for a named policy, else a short description.
+
+    A names-based policy reads as the call that made it: ``save_only_these_names('hidden')``.
+    """
     if policy is None:
         # Under jax_remat3, jax.checkpoint turns nothing_saveable into None before tracing.
         return "no policy (JAX's default: keep nothing, as nothing_saveable does)"
@@ -55,6 +85,10 @@ def policy_name(policy: Any) -> str:
         known = getattr(jax.checkpoint_policies, name, None)
         if known is not None and _same_object(policy, known):
             return name
+    factory = _names_policy_types().get(type(policy))
+    names = _policy_names(policy)
+    if factory is not None and names is not None:
+        return f"{factory}({', '.join(repr(n) for n in names)})"
     if isinstance(policy, types.FunctionType):
         return f"the function {policy.__qualname__}"
     return repr(policy)
@@ -76,32 +110,49 @@ def _same_object(a: Any, b: Any) -> bool:
         return False
 
 
-def _probe(a: jax.Array, b: jax.Array, c: jax.Array) -> jax.Array:
-    """A product without batch dimensions, one with a batch dimension, and elementwise work."""
+#: A name no problem asks for: the probe names a value so, so that a policy that keeps every
+#: named value is told apart from one that keeps only the problem's names.
+OTHER_NAME = "probe_other_name"
+
+
+def _probe(a: jax.Array, b: jax.Array, c: jax.Array, names: tuple[str, ...]) -> jax.Array:
+    """A product without batch dimensions, one with a batch dimension, elementwise work, and one
+    elementwise value named with ``checkpoint_name`` per name in ``names``."""
     plain = a @ b
     batched = jnp.einsum("bij,bjk->bik", c, jnp.broadcast_to(b, (c.shape[0], *b.shape)))
-    return jnp.sum(jnp.sin(plain)) + jnp.sum(jnp.cos(batched))
+    out = jnp.sum(jnp.sin(plain)) + jnp.sum(jnp.cos(batched))
+    for i, name in enumerate(names):
+        out = out + jnp.sum(jnp.cos(checkpoint_name(jnp.sin(a * (i + 2.0)), name)))
+    return out
 
 
-def policy_behaviour(policy: Any) -> tuple[tuple[str, str | None], ...]:
-    """What ``jax.checkpoint(probe, policy=policy)`` keeps: (type, primitive) per computed value.
+def policy_behaviour(
+    policy: Any, names: tuple[str, ...] = ()
+) -> tuple[tuple[str, str | None], ...]:
+    """What ``jax.checkpoint(probe, policy=policy)`` keeps: (type, primitive or name) per value.
 
-    The probe has a matrix product without batch dimensions, one with a batch dimension, and
-    elementwise functions, so it tells apart the policies a learner is likely to reach for.
+    The probe has a matrix product without batch dimensions, one with a batch dimension,
+    elementwise functions, and a value named with each of ``names`` and with :data:`OTHER_NAME`,
+    so it tells apart the policies a learner is likely to reach for, names-based ones included.
     """
     a = jnp.ones((3, 4), jnp.float32)
     b = jnp.ones((4, 5), jnp.float32)
     c = jnp.ones((2, 3, 4), jnp.float32)
-    listing = saved_residuals(jax.checkpoint(_probe, policy=policy), a, b, c)
+    probe = functools.partial(_probe, names=(*names, OTHER_NAME))
+    listing = saved_residuals(jax.checkpoint(probe, policy=policy), a, b, c)
     return tuple(sorted((r.type_str, r.detail) for r in listing.excluding_arguments()))
 
 
 def compare_policy(
-    found: Any, required: Any, required_behaviour: tuple[Any, ...] | None = None
+    found: Any,
+    required: Any,
+    required_behaviour: tuple[Any, ...] | None = None,
+    names: tuple[str, ...] = (),
 ) -> tuple[bool, str]:
     """Whether ``found`` is the required policy, by identity/equality or by behaviour.
 
-    ``required_behaviour`` is :func:`policy_behaviour` of ``required``, if already known.
+    ``required_behaviour`` is :func:`policy_behaviour` of ``required`` (with the same ``names``),
+    if already known; ``names`` are the problem's ``checkpoint_name`` names.
     """
     wanted = policy_name(required)
     if isinstance(found, str):
@@ -114,14 +165,19 @@ def compare_policy(
     if found is not None and required is not None and _same_object(found, required):
         return True, f"{wanted} (the same policy object)"
     try:
-        mine = policy_behaviour(found)
-        theirs = policy_behaviour(required) if required_behaviour is None else required_behaviour
+        mine = policy_behaviour(found, names)
+        theirs = (
+            policy_behaviour(required, names) if required_behaviour is None else required_behaviour
+        )
     except Exception as err:  # a hand-written policy that JAX cannot use
         return False, f"the policy {policy_name(found)} fails on a probe function: {err}"
+    probe = "a probe with batched and unbatched products"
+    if names:
+        probe += f" and values named {', '.join(repr(n) for n in names)} and otherwise"
     if mine == theirs:
         return True, (
             f"{policy_name(found)}: another object, but it keeps exactly what {wanted} keeps on "
-            "a probe with batched and unbatched products"
+            + probe
         )
     detail = f"found {policy_name(found)}; the problem asks for {wanted}"
     if remat3_enabled() and _is_plain_function(found):
@@ -136,9 +192,10 @@ def compare_policy(
 
 
 def residual_listing(fn: Callable[..., Any], *arrays: Any) -> Residuals:
-    """``saved_residuals`` with ``jit`` inlined, so a jitted solution lists what it keeps inside."""
-    with jax.disable_jit():
-        return saved_residuals(fn, *arrays)
+    """``saved_residuals`` with ``jit`` inlined, so a jitted solution lists what it keeps inside
+    (:func:`examples.jaxprs.jit_inlined`; a scan stays a scan, so one carry per layer is listed
+    as one stacked array)."""
+    return saved_residuals(jit_inlined(fn, *arrays), *arrays)
 
 
 def residual_signature(listing: Residuals) -> collections.Counter[tuple[str, str, str | None]]:
@@ -206,7 +263,7 @@ def prepare(problem: Problem, seed: int) -> Prepared:
     return Prepared(
         cases=cases,
         reference_residuals=residual_listing(ref_g, *ref_arrays),
-        policy_behaviour=None if required is None else policy_behaviour(required),
+        policy_behaviour=None if required is None else policy_behaviour(required, problem.names),
     )
 
 
@@ -300,41 +357,24 @@ def standard_checks(problem: Problem, fn: Callable[..., Any], prepared: Prepared
                 worst = max(worst, err / allowed)
         return True, f"matches the float64 reference (worst error {worst:.2g} of the tolerance)"
 
-    def traced_sites() -> list[RematSite]:
+    def placement() -> Placement:
         g, arrays = problem.on_arrays(fn, first)
-        return remat_sites(jax.make_jaxpr(g)(*arrays).jaxpr)
+        return place(problem, jax.make_jaxpr(g)(*arrays).jaxpr)
 
     def remat() -> tuple[bool, str]:
-        sites = traced_sites()
-        if not sites:
-            return False, (
-                "no checkpoint in the traced function: the value is right, but nothing tells JAX "
-                "to recompute anything on the backward pass"
-            )
-        covering = [s for s in sites if s.products >= problem.products_inside]
-        if not covering:
-            most = max(s.products for s in sites)
-            return False, (
-                f"a checkpoint ({sites[0].primitive}) is there, but the largest one surrounds "
-                f"{most} of the {problem.products_inside} matrix products; wrap the whole "
-                "computation"
-            )
-        detail = (
-            f"a checkpoint ({covering[0].primitive}) surrounds {covering[0].products} matrix "
-            "products "
-            f"({len(sites)} checkpoint equation{'s' if len(sites) != 1 else ''} in the trace)"
-        )
-        if max(s.depth for s in sites) > 0:
-            detail += "; note: a checkpoint is nested inside another, one level is enough"
-        return True, detail
+        found = placement()
+        return found.ok, found.detail
 
     def policy() -> tuple[bool, str]:
-        covering = [s for s in traced_sites() if s.products >= problem.products_inside]
-        if not covering:
-            return False, "no checkpoint around the computation, so no policy either"
+        found = placement()
+        placed = found.placed
+        if not placed:
+            return False, found.no_policy_reason
         results = [
-            compare_policy(s.policy, problem.required_policy, prepared.policy_behaviour)
-            for s in covering
+            compare_policy(
+                s.policy, problem.required_policy, prepared.policy_behaviour, problem.names
+            )
+            for s in placed
         ]
         for ok, detail in results:
             if not ok:

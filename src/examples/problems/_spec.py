@@ -55,6 +55,13 @@ class Problem:
     atol: float = 1e-6
     #: the remat primitive must surround at least this many matrix products (``dot_general``)
     products_inside: int = 2
+    #: the checkpoint must sit in the body of a ``scan`` (one per step: per layer), and no
+    #: checkpoint may surround a scan; ``products_inside`` then counts one step's products
+    inside_scan: bool = False
+    #: values the checkpointed function must name with ``checkpoint_name``, inside the checkpoint
+    #: (a names-based policy keeps only values it can see by name); the policy check also tells
+    #: policies apart by what they keep of values named so
+    names: tuple[str, ...] = ()
 
     @property
     def page(self) -> str:

@@ -1,0 +1,108 @@
+"""What the two Flax how-to guides share: the sizes, the batch, and how a step's cost is shown.
+
+The linen guide (:mod:`examples.howto.linen_training`) and the NNX guide
+(:mod:`examples.howto.nnx_training`) train the same transformer on the same batch, and measure
+each training step into a :class:`Measured` record, shown by :func:`measured_table` and turned
+into the prose's figures by :func:`step_facts`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from examples.display import Table, format_bytes, format_ratio
+from examples.measure import CompiledStats
+from examples.models import Config
+from examples.tutorial_jit import relation
+
+#: The model of the guides: small enough that each compile takes a few seconds on a CPU.
+CONFIG = Config(layers=4, batch=4, seq=64, width=128, heads=4)
+VOCAB = 256
+DROPOUT = 0.1
+
+Batch = dict[str, jax.Array]
+
+
+def make_batch(cfg: Config = CONFIG, vocab: int = VOCAB, seed: int = 0) -> Batch:
+    """Random tokens, and as targets the same tokens shifted by one (next-token prediction)."""
+    tokens = jax.random.randint(jax.random.key(seed), (cfg.batch, cfg.seq), 0, vocab)
+    return {"tokens": tokens, "targets": jnp.roll(tokens, -1, axis=1)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Measured:
+    """What one model's training step costs: XLA's compiled figures, JAX's residuals.
+
+    ``step`` is ``None`` where the step was not compiled; ``residual_bytes`` is ``None``
+    where the residuals were not listed.
+    """
+
+    name: str
+    step: CompiledStats | None  #: the compiled training step; ``None`` where not compiled
+    residual_bytes: int | None = None  #: what autodiff keeps, arguments excluded
+
+
+def measured_table(rows: Sequence[Measured], flops: bool = True) -> Table:
+    """Residuals, XLA's temporary memory and FLOPs, each against the first row, where measured.
+
+    Leave the FLOPs out (``flops=False``) where rows mix scans with unrolled steps: XLA's cost
+    analysis counts a loop's body once. A figure a row lacks shows as a dash.
+    """
+    first = rows[0]
+    columns: list[tuple[str, Callable[[Measured], float | None]]] = []
+    if first.residual_bytes is not None:
+        columns.append(("residuals kept", lambda m: m.residual_bytes))
+    if first.step is not None:
+        columns.append(("XLA temp memory", lambda m: m.step.temp_bytes if m.step else None))
+        if flops:
+            columns.append(("XLA FLOPs", lambda m: m.step.flops if m.step else None))
+    header = ["model"] + [h for name, _ in columns for h in (name, "vs first")]
+
+    def cells(name: str, value: float | None, base: float | None) -> tuple[str, str]:
+        if value is None:
+            return "—", "—"
+        shown = f"{value / 1e9:.2f} G" if name == "XLA FLOPs" else format_bytes(value)
+        return shown, format_ratio(value, base)
+
+    rows_out = [
+        [f"`{m.name}`", *(c for name, get in columns for c in cells(name, get(m), get(first)))]
+        for m in rows
+    ]
+    return Table(header, rows_out)
+
+
+def step_facts(plain: Measured, remat: Measured, prefix: str) -> dict[str, Any]:
+    """Figures and verdicts for the page's prose: one model without and with remat."""
+    if plain.step is None or remat.step is None:
+        raise ValueError("step_facts needs both models' compiled steps (measure with compile=True)")
+    temp, base = remat.step.temp_bytes, plain.step.temp_bytes
+    facts: dict[str, Any] = {
+        "plain_temp": format_bytes(base),
+        "remat_temp": format_bytes(temp),
+        "temp_relation": relation(temp, base),
+        "temp_ratio": temp / base,
+    }
+    if plain.residual_bytes and remat.residual_bytes:
+        facts["plain_res"] = format_bytes(plain.residual_bytes)
+        facts["remat_res"] = format_bytes(remat.residual_bytes)
+        facts["res_ratio"] = remat.residual_bytes / plain.residual_bytes
+    if plain.step.flops and remat.step.flops:
+        facts["flops_ratio"] = remat.step.flops / plain.step.flops
+        facts["memory_verdict"] = (
+            "XLA compiled the recomputation (the FLOPs went up) but the program's temporary "
+            "memory did not go down"
+            if temp >= base
+            else "XLA compiled the recomputation and the program's temporary memory went down"
+        )
+    return {f"{prefix}_{key}": value for key, value in facts.items()}
+
+
+def losses_table(losses: dict[str, list[float]]) -> Table:
+    names = list(losses)
+    rows = [(i + 1, *(f"{losses[n][i]:.6f}" for n in names)) for i in range(len(losses[names[0]]))]
+    return Table(["step", *(f"loss, `{n}`" for n in names)], rows)

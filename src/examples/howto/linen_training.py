@@ -1,0 +1,396 @@
+"""Remat in a Flax linen training step: the code of the how-to guide ``howto/remat-linen``.
+
+A small decoder-style transformer (token embedding, pre-norm attention and MLP blocks with
+dropout, a vocabulary head) is trained with cross-entropy, ``jax.value_and_grad`` and an optax
+optimizer (optax comes with Flax: Flax depends on it). The blocks are written once, as
+:class:`Block`, and the guide lifts that class with Flax's transforms: ``nn.remat`` in a Python
+loop of blocks, ``nn.scan(nn.remat(...))`` over stacked blocks, ``nn.remat_scan`` for nested
+checkpoints. The models take the lifted class as a field, so a page cell shows the Flax call.
+
+Every figure the guide shows is read from XLA's compiled program
+(:func:`examples.measure.compiled_stats`) or from what JAX's autodiff keeps
+(:func:`examples.residuals.saved_residuals`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import optax
+from jax.ad_checkpoint import checkpoint_name
+
+from examples.display import Table, format_bytes
+from examples.howto.flax_steps import (
+    CONFIG,
+    DROPOUT,
+    VOCAB,
+    Batch,
+    Measured,
+    losses_table,
+    make_batch,
+    measured_table,
+    step_facts,
+)
+from examples.jaxprs import traced_remat_sites
+from examples.measure import compiled_stats
+from examples.models import Config, rms_norm
+from examples.residuals import saved_residuals
+
+#: Names the page uses from here, defined with the NNX guide's in :mod:`examples.howto.flax_steps`.
+__all__ = ["CONFIG", "Measured", "losses_table", "make_batch", "measured_table", "step_facts"]
+
+Params = Any
+
+# --- the block --------------------------------------------------------------------------------
+
+
+class Block(nn.Module):
+    """Pre-norm self-attention and MLP, each added back through dropout.
+
+    ``train`` may be given as a field or as a call argument (``nn.merge_param``, the way Flax's
+    own ``Dropout`` takes ``deterministic``); it is a Python flag that decides whether dropout
+    runs, so a transform that traces it needs it static.
+    """
+
+    width: int
+    heads: int
+    mlp_ratio: int = 4
+    dropout: float = DROPOUT
+    train: bool | None = None
+    dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(self, x: jax.Array, train: bool | None = None) -> jax.Array:
+        train = nn.merge_param("train", self.train, train)
+        dense = dict(dtype=self.dtype, param_dtype=self.dtype)
+        b, s, d = x.shape
+        qkv = nn.Dense(3 * d, use_bias=False, name="qkv", **dense)(rms_norm(x))
+        q, k, v = (t.reshape(b, s, self.heads, d // self.heads) for t in jnp.split(qkv, 3, -1))
+        logits = jnp.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(d // self.heads)
+        attended = jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(logits, axis=-1), v)
+        attn_out = nn.Dense(d, use_bias=False, name="attn_out", **dense)(attended.reshape(b, s, d))
+        attn_out = checkpoint_name(attn_out, "attn_out")
+        x = x + nn.Dropout(self.dropout, deterministic=not train)(attn_out)
+        hidden = nn.Dense(self.mlp_ratio * d, name="mlp_in", **dense)(rms_norm(x))
+        hidden = checkpoint_name(jax.nn.gelu(hidden), "mlp_hidden")
+        mlp_out = nn.Dense(d, name="mlp_out", **dense)(hidden)
+        out: jax.Array = x + nn.Dropout(self.dropout, deterministic=not train)(mlp_out)
+        return out
+
+
+class ScanBlock(Block):
+    """:class:`Block` in the shape ``nn.scan`` wants: ``(carry, x) -> (carry, y)``."""
+
+    def __call__(  # type: ignore[override]
+        self, x: jax.Array, train: bool | None = None
+    ) -> tuple[jax.Array, None]:
+        return super().__call__(x, train), None
+
+
+# --- the models -------------------------------------------------------------------------------
+
+
+class Transformer(nn.Module):
+    """Embedding, ``layers`` blocks applied in a Python loop, norm and vocabulary head.
+
+    ``block`` is the block class: :class:`Block` itself, or ``nn.remat(Block, ...)``.
+    """
+
+    layers: int = CONFIG.layers
+    width: int = CONFIG.width
+    heads: int = CONFIG.heads
+    vocab: int = VOCAB
+    block: Callable[..., nn.Module] = Block
+    dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(self, tokens: jax.Array, train: bool) -> jax.Array:
+        x = nn.Embed(self.vocab, self.width, param_dtype=self.dtype, name="embed")(tokens)
+        for i in range(self.layers):
+            x = self.block(self.width, self.heads, dtype=self.dtype, name=f"block_{i}")(x, train)
+        return nn.Dense(self.vocab, dtype=self.dtype, param_dtype=self.dtype, name="head")(
+            rms_norm(x)
+        )
+
+
+def scan_over(block: Callable[..., nn.Module], layers: int = CONFIG.layers) -> Any:
+    """``nn.scan`` of a block class over ``layers`` layers, as the guide writes it.
+
+    Each layer has its own parameters (stacked on a leading axis) and its own dropout keys;
+    ``train`` is the same for every layer (``nn.broadcast``).
+    """
+    return nn.scan(
+        block,
+        variable_axes={"params": 0},
+        split_rngs={"params": True, "dropout": True},
+        in_axes=nn.broadcast,
+        length=layers,
+    )
+
+
+class ScannedTransformer(nn.Module):
+    """:class:`Transformer` with its blocks stacked and applied by ``stack`` (an ``nn.scan``)."""
+
+    stack: Any
+    width: int = CONFIG.width
+    heads: int = CONFIG.heads
+    vocab: int = VOCAB
+    dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(self, tokens: jax.Array, train: bool) -> jax.Array:
+        x = nn.Embed(self.vocab, self.width, param_dtype=self.dtype, name="embed")(tokens)
+        x, _ = self.stack(self.width, self.heads, dtype=self.dtype, name="layers")(x, train)
+        return nn.Dense(self.vocab, dtype=self.dtype, param_dtype=self.dtype, name="head")(
+            rms_norm(x)
+        )
+
+
+# --- the training step ------------------------------------------------------------------------
+
+
+def loss_fn(
+    model: nn.Module, params: Params, batch: Batch, dropout_key: jax.Array, train: bool = True
+) -> jax.Array:
+    """Mean cross-entropy of the next token, with dropout drawn from ``dropout_key``."""
+    logits = model.apply({"params": params}, batch["tokens"], train, rngs={"dropout": dropout_key})
+    losses = optax.softmax_cross_entropy_with_integer_labels(logits, batch["targets"])
+    return jnp.mean(losses)
+
+
+def make_train_step(model: nn.Module, tx: optax.GradientTransformation) -> Callable[..., Any]:
+    """One jitted training step: loss, ``jax.value_and_grad``, optimizer update."""
+
+    @jax.jit
+    def train_step(
+        params: Params, opt_state: Any, batch: Batch, dropout_key: jax.Array
+    ) -> tuple[Params, Any, jax.Array]:
+        loss, grads = jax.value_and_grad(loss_fn, argnums=1)(model, params, batch, dropout_key)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+
+    return train_step
+
+
+def init_params(model: nn.Module, batch: Batch, seed: int = 0) -> Params:
+    """The model's parameters (the init pass runs without dropout)."""
+    return model.init(jax.random.key(seed), batch["tokens"], False)["params"]
+
+
+def param_shapes(model: nn.Module, batch: Batch) -> Params:
+    """The shapes :func:`init_params` would give, traced only (``jax.eval_shape``)."""
+    return jax.tree.map(jnp.shape, jax.eval_shape(lambda: init_params(model, batch)))
+
+
+#: The optimizer of the guide's training step.
+OPTIMIZER = optax.adamw(1e-3)
+
+
+def dropout_key(seed: int = 1) -> jax.Array:
+    """A raw ``uint32[2]`` key (``jax.random.PRNGKey``), which Flax accepts for its streams."""
+    return jax.random.PRNGKey(seed)
+
+
+# --- measuring --------------------------------------------------------------------------------
+
+
+def measure(name: str, model: nn.Module, compile: bool = True) -> Measured:
+    """List what the gradient of ``model``'s loss keeps, and compile its training step.
+
+    Both work from shapes alone (``jax.eval_shape``), so no parameter is allocated.
+    """
+    batch, key, tx = make_batch(), dropout_key(), OPTIMIZER
+    params = jax.eval_shape(lambda: init_params(model, batch))
+    kept = saved_residuals(lambda p: loss_fn(model, p, batch, key), params)
+    step = None
+    if compile:
+        opt_state = jax.eval_shape(tx.init, params)
+        step = compiled_stats(make_train_step(model, tx), params, opt_state, batch, key)
+    return Measured(name, step, kept.excluding_arguments().nbytes)
+
+
+# --- nn.remat_scan against nn.scan, by depth --------------------------------------------------
+
+
+class MLPBlock(nn.Module):
+    """The depth study's layer: a residual MLP, which compiles faster than :class:`Block`."""
+
+    width: int = CONFIG.width
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return x + nn.Dense(self.width)(jax.nn.gelu(nn.Dense(4 * self.width)(rms_norm(x))))
+
+
+class ScanMLPBlock(MLPBlock):
+    def __call__(self, x: jax.Array) -> tuple[jax.Array, None]:  # type: ignore[override]
+        return super().__call__(x), None
+
+
+class Stack(nn.Module):
+    """A stack of :class:`MLPBlock` applied by ``stack``, with nothing around it."""
+
+    stack: Any
+    nested: bool  #: ``nn.remat_scan``, whose body maps a carry to a carry
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        out = self.stack(name="layers")(x)
+        return out if self.nested else out[0]  # type: ignore[no-any-return]
+
+
+def stacks(depth: int) -> dict[str, Stack]:
+    """The four stacks of the depth study, at ``depth`` = n² layers."""
+    side = math.isqrt(depth)
+    if side * side != depth:
+        raise ValueError(f"depth {depth} is not a square; nn.remat_scan gets lengths (√L, √L)")
+
+    def scanned(block: Any) -> Stack:
+        lifted = nn.scan(
+            block, variable_axes={"params": 0}, split_rngs={"params": True}, length=depth
+        )
+        return Stack(lifted, nested=False)
+
+    def nested(block: Any) -> Stack:
+        return Stack(nn.remat_scan(block, lengths=(side, side)), nested=True)
+
+    return {
+        "nn.scan(MLPBlock)": scanned(ScanMLPBlock),
+        "nn.scan(nn.remat(MLPBlock))": scanned(nn.remat(ScanMLPBlock, prevent_cse=False)),
+        "nn.remat_scan(MLPBlock)": nested(MLPBlock),
+        "nn.remat_scan(nn.remat(MLPBlock))": nested(nn.remat(MLPBlock, prevent_cse=False)),
+    }
+
+
+def stack_temp_bytes(stack: Stack, cfg: Config = CONFIG) -> int:
+    """XLA's temporary memory for the gradient of a stack, compiled from shapes alone."""
+    x = jax.ShapeDtypeStruct((cfg.batch, cfg.seq, cfg.width), jnp.float32)
+    params = jax.eval_shape(lambda: stack.init(jax.random.key(0), jnp.zeros(x.shape)))["params"]
+
+    def loss(params: Params, x: jax.Array) -> jax.Array:
+        y: jax.Array = stack.apply({"params": params}, x)  # type: ignore[assignment]
+        return jnp.mean(y**2)
+
+    return compiled_stats(jax.grad(loss), params, x).temp_bytes
+
+
+#: The depths of the study: squares, so that ``nn.remat_scan`` gets lengths (√L, √L).
+DEPTHS = (16, 64, 256)
+
+
+def depth_study(depths: Sequence[int] = DEPTHS) -> dict[int, dict[str, int]]:
+    """``{depth: {stack: XLA temp bytes}}`` for the four stacks at each depth."""
+    return {
+        depth: {name: stack_temp_bytes(s) for name, s in stacks(depth).items()} for depth in depths
+    }
+
+
+def depth_table(study: dict[int, dict[str, int]]) -> Table:
+    names = list(next(iter(study.values())))
+    return Table(
+        ["layers", "lengths", *(f"`{n}`" for n in names)],
+        [
+            (depth, f"({math.isqrt(depth)}, {math.isqrt(depth)})", *map(format_bytes, row.values()))
+            for depth, row in study.items()
+        ],
+    )
+
+
+def depth_facts(study: dict[int, dict[str, int]]) -> dict[str, Any]:
+    """Growth of each stack's memory from the smallest depth to the largest, and the smallest."""
+    names = list(next(iter(study.values())))
+    first, last = min(study), max(study)
+    facts: dict[str, Any] = {"depth_first": first, "depth_last": last}
+    facts["depth_ratio"] = f"{last / first:g}"
+    facts["depth_sqrt_ratio"] = f"{math.sqrt(last / first):g}"
+    for i, name in enumerate(names):
+        facts[f"depth_growth_{i}"] = study[last][name] / study[first][name]
+    smallest = {depth: min(row, key=row.__getitem__) for depth, row in study.items()}
+    facts["depth_smallest"] = "; ".join(
+        f"at {depth} layers {name}" for depth, name in smallest.items()
+    )
+    return facts
+
+
+# --- methods= ---------------------------------------------------------------------------------
+
+
+class Coder(nn.Module):
+    """Two methods besides ``__call__``, to show which ones ``nn.remat`` lifts."""
+
+    width: int = 16
+
+    def setup(self) -> None:
+        self.enc = nn.Dense(self.width)
+        self.dec = nn.Dense(self.width)
+        self.drop = nn.Dropout(0.5)
+
+    def encode(self, x: jax.Array, train: bool) -> jax.Array:
+        h: jax.Array = self.drop(jnp.tanh(self.enc(x)), deterministic=not train)
+        return h
+
+    def decode(self, z: jax.Array, train: bool) -> jax.Array:
+        return jnp.tanh(self.dec(z))
+
+    def __call__(self, x: jax.Array, train: bool) -> jax.Array:
+        return self.decode(self.encode(x, train), train)
+
+
+CODER_METHODS = ("__call__", "encode", "decode")
+
+
+def checkpoints_per_method(coder_class: Any) -> dict[str, int]:
+    """How many checkpoints JAX traces when each method of ``coder_class`` runs."""
+    x = jnp.ones((2, 16))
+    variables = Coder().init(jax.random.key(0), x, False)
+
+    def count(method: str) -> int:
+        apply = lambda v: coder_class().apply(v, x, False, method=method)
+        return len(traced_remat_sites(apply, variables))
+
+    return {method: count(method) for method in CODER_METHODS}
+
+
+def methods_table(variants: dict[str, Any]) -> Table:
+    """Checkpoints traced per method, one row per lifted class."""
+    return Table(
+        ["lifted class", *(f"`{m}`" for m in CODER_METHODS)],
+        [(f"`{name}`", *checkpoints_per_method(cls).values()) for name, cls in variants.items()],
+    )
+
+
+# --- dropout under recomputation -------------------------------------------------------------
+
+
+def train_side_by_side(
+    models: dict[str, nn.Module], steps: int = 3, batch: Batch | None = None
+) -> dict[str, list[float]]:
+    """Train each model for ``steps`` steps from the same parameters and dropout keys.
+
+    The models must share one parameter structure (a model and its checkpointed twin do). Returns
+    each model's loss at every step.
+    """
+    batch = make_batch() if batch is None else batch
+    first = next(iter(models.values()))
+    start = jax.jit(init_params, static_argnums=0)(first, batch)
+    tx = OPTIMIZER
+    losses: dict[str, list[float]] = {}
+    for name, model in models.items():
+        step = make_train_step(model, tx)
+        params, opt_state = start, tx.init(start)
+        losses[name] = []
+        for i in range(steps):
+            params, opt_state, loss = step(params, opt_state, batch, dropout_key(100 + i))
+            losses[name].append(float(loss))
+    return losses
+
+
+def max_abs_difference(a: Any, b: Any) -> float:
+    """The largest absolute difference between two pytrees of arrays of one structure."""
+    pairs = zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True)
+    return max(float(jnp.max(jnp.abs(x - y))) for x, y in pairs)

@@ -1,0 +1,335 @@
+"""Remat in a Flax NNX training step: the code of the how-to guide ``howto/remat-nnx``.
+
+The transformer of the linen guide (:mod:`examples.howto.linen_training`), written as NNX
+modules: pre-norm attention and MLP blocks with dropout whose random streams live in the modules,
+trained with ``nnx.jit``, ``nnx.value_and_grad`` and ``nnx.Optimizer`` (over an optax transform;
+optax comes with Flax). The guide checkpoints it three ways:
+
+- ``nnx.remat(Block.__call__)`` on each block's call, in a Python loop of blocks;
+- blocks created by ``nnx.vmap`` and applied by ``nnx.scan`` over ``nnx.remat``;
+- the pattern of large NNX code bases: ``nnx.split`` the stacked blocks, ``jax.lax.scan`` a
+  ``jax.checkpoint`` of a pure function that merges one layer, ``nnx.update`` the model after.
+
+Figures come from XLA's compiled program (:func:`examples.measure.compiled_stats`) of the
+training step, traced from abstract shapes (``nnx.eval_shape``), so no model is allocated to
+measure it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import nnx
+from jax.ad_checkpoint import checkpoint_name
+
+from examples.display import Table, format_bytes
+from examples.howto.flax_steps import (
+    CONFIG,
+    DROPOUT,
+    VOCAB,
+    Batch,
+    Measured,
+    make_batch,
+    measured_table,
+    step_facts,
+)
+from examples.jaxprs import walk
+from examples.measure import Timing, compiled_stats, time_call
+from examples.models import Config, rms_norm
+
+__all__ = ["CONFIG", "VOCAB", "make_batch", "measured_table", "step_facts"]
+
+# --- the block and the models -----------------------------------------------------------------
+
+
+class Block(nnx.Module):
+    """Pre-norm self-attention and MLP, each added back through dropout.
+
+    The dropout layer holds its own random stream (a key and a counter, ``nnx.RngState``), forked
+    from the ``rngs`` the block is built with; ``model.eval()`` switches it off.
+    """
+
+    def __init__(
+        self,
+        width: int,
+        heads: int,
+        *,
+        mlp_ratio: int = 4,
+        dtype: Any = jnp.float32,
+        dropout: float = DROPOUT,
+        rngs: nnx.Rngs,
+    ) -> None:
+        linear = partial(nnx.Linear, dtype=dtype, param_dtype=dtype, rngs=rngs)
+        self.heads = heads
+        self.qkv = linear(width, 3 * width, use_bias=False)
+        self.attn_out = linear(width, width, use_bias=False)
+        self.mlp_in = linear(width, mlp_ratio * width)
+        self.mlp_out = linear(mlp_ratio * width, width)
+        self.dropout = nnx.Dropout(dropout, rngs=rngs)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        b, s, d = x.shape
+        qkv = jnp.split(self.qkv(rms_norm(x)), 3, axis=-1)
+        q, k, v = (t.reshape(b, s, self.heads, d // self.heads) for t in qkv)
+        logits = jnp.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(d // self.heads)
+        attended = jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(logits, axis=-1), v)
+        attn_out = checkpoint_name(self.attn_out(attended.reshape(b, s, d)), "attn_out")
+        x = x + self.dropout(attn_out)
+        hidden = checkpoint_name(jax.nn.gelu(self.mlp_in(rms_norm(x))), "mlp_hidden")
+        out: jax.Array = x + self.dropout(self.mlp_out(hidden))
+        return out
+
+
+BlockCall = Callable[[Block, jax.Array], jax.Array]
+
+
+class Transformer(nnx.Module):
+    """Embedding, a Python loop of blocks, norm and vocabulary head.
+
+    ``block_call(block, x)`` applies one block: ``Block.__call__`` itself, or a checkpointed
+    version of it such as ``nnx.remat(Block.__call__)``.
+    """
+
+    def __init__(
+        self,
+        cfg: Config = CONFIG,
+        *,
+        block_call: BlockCall = Block.__call__,
+        dtype: Any = jnp.float32,
+        rngs: nnx.Rngs,
+    ) -> None:
+        self.embed = nnx.Embed(VOCAB, cfg.width, param_dtype=dtype, rngs=rngs)
+        self.blocks = nnx.List(
+            [Block(cfg.width, cfg.heads, dtype=dtype, rngs=rngs) for _ in range(cfg.layers)]
+        )
+        self.head = nnx.Linear(cfg.width, VOCAB, dtype=dtype, param_dtype=dtype, rngs=rngs)
+        self.block_call = block_call
+
+    def __call__(self, tokens: jax.Array) -> jax.Array:
+        x = self.embed(tokens)
+        for block in self.blocks:
+            x = self.block_call(block, x)
+        out: jax.Array = self.head(rms_norm(x))
+        return out
+
+
+class ScannedTransformer(nnx.Module):
+    """The blocks created at once by ``nnx.vmap`` (stacked), applied by ``nnx.scan``.
+
+    ``body(block, x)`` is what the scan runs per layer (``Block.__call__``, or an ``nnx.remat``
+    of it); ``in_axes`` tells ``nnx.scan`` what to do with the carry and with the blocks' state.
+    """
+
+    def __init__(
+        self,
+        cfg: Config = CONFIG,
+        *,
+        body: BlockCall = Block.__call__,
+        in_axes: tuple[Any, ...] = (nnx.Carry, 0),
+        dtype: Any = jnp.float32,
+        rngs: nnx.Rngs,
+    ) -> None:
+        self.embed = nnx.Embed(VOCAB, cfg.width, param_dtype=dtype, rngs=rngs)
+
+        @nnx.split_rngs(splits=cfg.layers)
+        @nnx.vmap(in_axes=(0,), out_axes=0)
+        def make_blocks(rngs: nnx.Rngs) -> Block:
+            return Block(cfg.width, cfg.heads, dtype=dtype, rngs=rngs)
+
+        self.blocks = make_blocks(rngs)
+        self.head = nnx.Linear(cfg.width, VOCAB, dtype=dtype, param_dtype=dtype, rngs=rngs)
+        self.body = body
+        self.in_axes = in_axes
+
+    def __call__(self, tokens: jax.Array) -> jax.Array:
+        body = self.body  # a local: the scanned function must not close over `self`
+
+        @nnx.scan(in_axes=self.in_axes, out_axes=nnx.Carry)
+        def forward(x: jax.Array, block: Block) -> jax.Array:
+            return body(block, x)
+
+        out: jax.Array = self.head(rms_norm(forward(self.embed(tokens), self.blocks)))
+        return out
+
+
+class SplitScannedTransformer(ScannedTransformer):
+    """The same model, its layers applied the way large NNX code bases do it.
+
+    ``nnx.split`` the stacked blocks into a graph definition and state, ``jax.lax.scan`` a
+    ``jax.checkpoint`` of a pure function that rebuilds one layer with ``nnx.merge``, calls it,
+    and returns the part of its state that ``returns`` selects; ``nnx.update`` writes that back.
+    ``returns=nnx.RngState`` returns the random streams' counters, the only state a forward
+    pass changes; ``returns=...`` returns the whole layer state, parameters included.
+    """
+
+    def __init__(
+        self,
+        cfg: Config = CONFIG,
+        *,
+        returns: Any = nnx.RngState,
+        policy: Any = None,
+        dtype: Any = jnp.float32,
+        rngs: nnx.Rngs,
+    ) -> None:
+        super().__init__(cfg, dtype=dtype, rngs=rngs)
+        self.returns = returns
+        self.policy = policy
+
+    def __call__(self, tokens: jax.Array) -> jax.Array:
+        graphdef, *states = nnx.split(self.blocks, nnx.Param, ...)
+        returns = self.returns
+
+        def layer(x: jax.Array, state: tuple[Any, Any]) -> tuple[jax.Array, Any]:
+            block = nnx.merge(graphdef, *state)
+            return block(x), nnx.state(block, returns)
+
+        layer = jax.checkpoint(layer, policy=self.policy, prevent_cse=False)
+        x, new_state = jax.lax.scan(layer, self.embed(tokens), tuple(states))
+        nnx.update(self.blocks, new_state)
+        out: jax.Array = self.head(rms_norm(x))
+        return out
+
+
+# --- the training step ------------------------------------------------------------------------
+
+
+def loss_fn(model: nnx.Module, batch: Batch) -> jax.Array:
+    """Mean cross-entropy of the next token; dropout draws from the model's own streams."""
+    logits = model(batch["tokens"])
+    losses = optax.softmax_cross_entropy_with_integer_labels(logits, batch["targets"])
+    return jnp.mean(losses)
+
+
+def step(model: nnx.Module, optimizer: nnx.Optimizer[Any], batch: Batch) -> jax.Array:
+    """Loss, ``nnx.value_and_grad``, optimizer update: the body of :data:`train_step`."""
+    loss, grads = nnx.value_and_grad(loss_fn)(model, batch)
+    optimizer.update(model, grads)
+    out: jax.Array = loss
+    return out
+
+
+#: The training step, compiled: ``nnx.jit`` propagates the updates of the model and optimizer.
+train_step = nnx.jit(step)
+
+
+def optimizer_for(model: nnx.Module) -> nnx.Optimizer[Any]:
+    return nnx.Optimizer(model, optax.adamw(1e-3), wrt=nnx.Param)
+
+
+# --- measuring --------------------------------------------------------------------------------
+
+
+def abstract(make_model: Callable[[], nnx.Module]) -> tuple[nnx.Module, nnx.Optimizer[Any]]:
+    """A model and its optimizer with shapes and no arrays (``nnx.eval_shape``)."""
+    return nnx.eval_shape(lambda: (lambda m: (m, optimizer_for(m)))(make_model()))
+
+
+def pure_step(model: nnx.Module, optimizer: nnx.Optimizer[Any]) -> tuple[Any, Callable[..., Any]]:
+    """``(state, f)`` with ``f(state, batch) -> (loss, new state)``: :func:`step` as ``nnx.jit``
+    compiles it, as a function of arrays that :func:`examples.measure.compiled_stats` can take."""
+    graphdef, state = nnx.split((model, optimizer))
+
+    def f(state: Any, batch: Batch) -> tuple[jax.Array, Any]:
+        model, optimizer = nnx.merge(graphdef, state, copy=True)
+        loss = step(model, optimizer, batch)
+        return loss, nnx.state((model, optimizer))
+
+    return state, f
+
+
+def measure(name: str, make_model: Callable[[], nnx.Module]) -> Measured:
+    """Compile the training step of the model ``make_model()`` builds, from shapes alone.
+
+    The record and its table are the linen guide's (``Measured``, ``measured_table``), without
+    the residuals: NNX keeps its random keys as typed keys, which the site's residual listing
+    does not read.
+    """
+    state, f = pure_step(*abstract(make_model))
+    return Measured(name, compiled_stats(f, state, make_batch()))
+
+
+# --- what a scanned body returns --------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ScanOutputs:
+    """What the forward loop over layers returns per layer, stacked (JAX's short types)."""
+
+    outputs: list[str]  #: every stacked output of the forward scan
+    output_bytes: int  #: their size
+    parameters: list[str]  #: those with the shape and dtype of a stacked parameter
+    parameter_bytes: int  #: their size
+
+
+def scan_outputs(make_model: Callable[[], Any]) -> ScanOutputs:
+    """Read the forward scan over layers off the traced training step.
+
+    The first ``scan`` equation of the trace is the forward loop; its outputs after the carry
+    are what the layers return, stacked. Those with the shape and dtype of one of the stacked
+    blocks' parameters are the parameters, returned again.
+    """
+    model, optimizer = abstract(make_model)
+    blocks = nnx.state(getattr(model, "blocks"), nnx.Param)  # noqa: B009 (any model with blocks)
+    stacked = {(p.shape, p.dtype) for p in jax.tree.leaves(blocks)}
+    state, f = pure_step(model, optimizer)
+    jaxpr = jax.make_jaxpr(f)(state, make_batch())
+    forward = next(e for e, _ in walk(jaxpr.jaxpr) if e.primitive.name == "scan")
+    avals = [v.aval for v in forward.outvars[forward.params["num_carry"] :]]
+    params = [a for a in avals if (a.shape, a.dtype) in stacked]
+    return ScanOutputs(
+        outputs=[a.str_short(short_dtypes=True) for a in avals],
+        output_bytes=sum(_nbytes(a) for a in avals),
+        parameters=[a.str_short(short_dtypes=True) for a in params],
+        parameter_bytes=sum(_nbytes(a) for a in params),
+    )
+
+
+def _nbytes(aval: Any) -> int:
+    """Bytes of an array of this type (a typed random key's dtype has an item size too)."""
+    return int(math.prod(aval.shape) * aval.dtype.itemsize)
+
+
+# --- tracing and compiling time ---------------------------------------------------------------
+
+
+def lowering_time(make_model: Callable[[], nnx.Module], repeats: int = 7) -> Timing:
+    """Seconds to trace the training step and lower it to XLA's input, with a fresh ``nnx.jit``
+    each time (so that no cache answers)."""
+    model, optimizer = abstract(make_model)
+    batch = make_batch()
+    return time_call(lambda: nnx.jit(step).lower(model, optimizer, batch), repeats=repeats)
+
+
+def outputs_table(rows: dict[str, ScanOutputs], listed: int = 10) -> Table:
+    """Per model: what its forward scan returns (listed if at most ``listed`` arrays), and how
+    much of it is parameters."""
+
+    def shown(r: ScanOutputs) -> str:
+        if len(r.outputs) <= listed:
+            return " ".join(f"`{o}`" for o in r.outputs)
+        return f"{len(r.outputs)} arrays (not listed)"
+
+    return Table(
+        ["model", "stacked outputs of the forward scan", "bytes", "of which parameters"],
+        [
+            (f"`{n}`", shown(r), format_bytes(r.output_bytes), format_bytes(r.parameter_bytes))
+            for n, r in rows.items()
+        ],
+        align=["left", "left", "right", "right"],
+    )
+
+
+def timing_table(timings: dict[str, Timing]) -> Table:
+    first = next(iter(timings.values()))
+    rows = [
+        (f"`{name}`", str(t), "—" if t is first else t.compare(first))
+        for name, t in timings.items()
+    ]
+    return Table(["model", "trace and lower", "against the first"], rows)

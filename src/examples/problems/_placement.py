@@ -1,0 +1,140 @@
+"""Where a problem wants its checkpoint, and whether the learner's traced program has it there.
+
+A problem declares it in its :class:`~examples.problems._spec.Problem`:
+
+- ``products_inside``: the checkpoint surrounds at least this many matrix products (the whole
+  computation, not one part of it);
+- ``inside_scan``: the checkpoint sits in the body of a ``scan``, so that each step (each layer)
+  is checkpointed on its own, and no checkpoint surrounds a ``scan``; ``products_inside`` then
+  counts the products of one step;
+- ``names``: the checkpointed function names these values with ``checkpoint_name``, inside the
+  checkpoint, where a names-based policy can see them.
+
+:func:`place` reads all three off a traced jaxpr, under either remat implementation
+(:func:`examples.jaxprs.remat_sites`, :func:`examples.jaxprs.checkpoint_names`). The checker's
+``remat`` line is its verdict; the ``policy`` line judges the policies of the checkpoints it
+found where they belong.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from examples.jaxprs import RematSite, checkpoint_names, count_primitive, remat_sites
+from examples.problems._spec import Problem
+
+#: The loop primitive a stack of layers is applied with (``jax.lax.scan``, ``nnx.scan``, and
+#: ``fori_loop`` or ``lax.map`` with a fixed length all trace to it).
+SCAN = "scan"
+
+
+@dataclasses.dataclass(frozen=True)
+class Placement:
+    """The verdict on where the learner's checkpoints are."""
+
+    ok: bool
+    detail: str  #: one line: what was found, or what is wrong and what to do
+    #: the checkpoints where the problem wants one (the policy check judges their policies)
+    placed: tuple[RematSite, ...]
+    #: why there is no policy to judge, when ``placed`` is empty
+    no_policy_reason: str = ""
+
+
+def _quoted(names: Any) -> str:
+    return ", ".join(repr(n) for n in sorted(names))
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
+def place(problem: Problem, jaxpr: Any) -> Placement:
+    """Judge the checkpoints of ``jaxpr`` (the learner's function, traced) against ``problem``."""
+    sites = remat_sites(jaxpr)
+    where = "in the scan's body" if problem.inside_scan else "around the computation"
+    if not sites:
+        return Placement(
+            False,
+            "no checkpoint in the traced function: the value is right, but nothing tells JAX "
+            "to recompute anything on the backward pass",
+            (),
+            "no checkpoint, so no policy either",
+        )
+    candidates = sites
+    problems: list[str] = []
+    if problem.inside_scan:
+        if count_primitive(jaxpr, SCAN) == 0:
+            return Placement(
+                False,
+                "there is a checkpoint but no scan in the traced function: apply the layers with "
+                "jax.lax.scan (a Python loop traces one copy of the layer per layer)",
+                (),
+                "no scan, so no checkpoint in a scan's body and no policy to judge",
+            )
+        around = [s for s in sites if s.contains(SCAN)]
+        candidates = [s for s in sites if SCAN in s.within]
+        if around:
+            problems.append(
+                f"a checkpoint ({around[0].primitive}) surrounds the whole scan: the backward "
+                "pass then recomputes every layer at once and holds all their values together; "
+                "checkpoint the scanned function (one layer) instead"
+            )
+        elif not candidates:
+            problems.append(
+                f"the {_count(len(sites), 'checkpoint')} ({sites[0].primitive}) sit outside the "
+                "scan; checkpoint the function the scan applies to each layer"
+            )
+    placed = [s for s in candidates if s.products >= problem.products_inside]
+    if candidates and not placed:
+        most = max(s.products for s in candidates)
+        there, whole = (
+            (" in the scan's body", "the whole layer")
+            if problem.inside_scan
+            else (
+                "",
+                "the whole computation",
+            )
+        )
+        problems.append(
+            f"a checkpoint ({candidates[0].primitive}) is there, but the largest one{there} "
+            f"surrounds {most} of the {problem.products_inside} matrix products; wrap {whole}"
+        )
+    named = [s for s in placed if set(problem.names) <= set(checkpoint_names(s.jaxpr))]
+    if placed and not named:
+        problems.append(_missing_names(problem, jaxpr, placed))
+    no_policy = f"no checkpoint {where}, so no policy to judge"
+    if problems:
+        return Placement(False, problems[0], tuple(placed), no_policy)
+    first = named[0]
+    detail = f"a checkpoint ({first.primitive}) "
+    if problem.inside_scan:
+        detail += "sits in the scan's body and "
+    detail += f"surrounds {_count(first.products, 'matrix product')}"
+    if problem.names:
+        detail += f", with the value{'s' if len(problem.names) > 1 else ''} named "
+        detail += f"{_quoted(problem.names)} inside it"
+    if problem.inside_scan:
+        detail += "; none surrounds the scan"
+    detail += f" ({_count(len(sites), 'checkpoint equation')} in the trace)"
+    if max(s.depth for s in sites) > 0:
+        detail += "; note: a checkpoint is nested inside another, one level is enough"
+    return Placement(True, detail, tuple(named), no_policy)
+
+
+def _missing_names(problem: Problem, jaxpr: Any, placed: list[RematSite]) -> str:
+    """Why the required names are not inside the checkpoint: absent, misspelt or outside it."""
+    inside: set[str] = set().union(*(checkpoint_names(s.jaxpr) for s in placed))
+    missing = [n for n in problem.names if n not in inside]
+    anywhere = set(checkpoint_names(jaxpr))
+    outside = [n for n in missing if n in anywhere]
+    if outside:
+        return (
+            f"the value named {_quoted(outside)} is named outside the checkpoint, where its "
+            "policy cannot see it; call checkpoint_name inside the checkpointed function"
+        )
+    found = f" (the names in it: {_quoted(inside)})" if inside else " (it names no value)"
+    return (
+        f"no value inside the checkpoint is named {_quoted(missing)}{found}; mark it with "
+        f"checkpoint_name(value, {missing[0]!r})"
+    )

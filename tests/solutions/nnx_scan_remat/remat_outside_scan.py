@@ -1,0 +1,37 @@
+"""The decorators in the wrong order: nnx.remat above nnx.scan checkpoints the whole scan, so the
+backward pass recomputes every block at once and holds all their values together. Between the
+passes, JAX's default implementation lets the policy reach into the scan and keep each block's
+products, the same values the reference keeps; under jax_remat3 it keeps others.
+
+expect: fail remat policy
+expect under remat3: fail remat policy residuals
+says: surrounds the whole scan
+"""
+
+import jax
+from flax import nnx
+
+
+class Block(nnx.Module):
+    def __init__(self, features, rngs):
+        self.linear1 = nnx.Linear(features, 4 * features, rngs=rngs)
+        self.linear2 = nnx.Linear(4 * features, features, rngs=rngs)
+
+    def __call__(self, x):
+        return x + self.linear2(jax.nn.gelu(self.linear1(x)))
+
+
+def make_blocks(seed, features, layers):
+    keys = jax.random.split(jax.random.key(seed), layers)
+    return nnx.vmap(lambda key: Block(features, nnx.Rngs(key)))(keys)
+
+
+def nnx_scan_remat(seed, x, features, layers):
+    blocks = make_blocks(seed, features, layers)
+
+    @nnx.remat(policy=jax.checkpoint_policies.dots_with_no_batch_dims_saveable)
+    @nnx.scan(in_axes=(nnx.Carry, 0), out_axes=nnx.Carry)
+    def step(x, block):
+        return block(x)
+
+    return step(x, blocks)

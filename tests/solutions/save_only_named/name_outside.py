@@ -1,0 +1,17 @@
+"""The value named before the checkpoint, which then surrounds only the second product. Between
+the passes the same array is kept (it is the checkpoint's input), but the first product is
+outside the checkpoint, and the policy never sees the name it was given to keep.
+
+expect: fail remat policy
+says: surrounds 1 of the 2 matrix products
+"""
+
+import jax
+import jax.numpy as jnp
+from jax.ad_checkpoint import checkpoint_name
+
+
+def save_only_named(w1, w2, x):
+    h = checkpoint_name(x @ w1, "hidden")
+    policy = jax.checkpoint_policies.save_only_these_names("hidden")
+    return jax.checkpoint(lambda h, w2: jnp.sum((jnp.tanh(h) @ w2) ** 2), policy=policy)(h, w2)

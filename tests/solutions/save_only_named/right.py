@@ -1,0 +1,18 @@
+"""A learner's correct save_only_named.
+
+expect: pass
+"""
+
+import jax
+import jax.numpy as jnp
+from jax.ad_checkpoint import checkpoint_name
+
+
+def save_only_named(w1, w2, x):
+    def pipeline(w1, w2, x):
+        h = checkpoint_name(x @ w1, "hidden")
+        return jnp.sum((jnp.tanh(h) @ w2) ** 2)
+
+    return jax.checkpoint(pipeline, policy=jax.checkpoint_policies.save_only_these_names("hidden"))(
+        w1, w2, x
+    )
