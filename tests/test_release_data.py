@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from examples import jaxprs, release_table, releases
+from examples import jaxprs, release_facts, release_table, releases
 
 DATA = releases.DATA
 
@@ -26,8 +26,8 @@ def test_the_page_covers_at_least_six_releases(committed):
 
 
 def test_the_oldest_record_is_the_package_lower_bound(committed):
-    assert releases.package_bound("jax") == f"jax>={release_table.release(committed[0])}"
-    assert releases.package_bound("flax") == f"flax>={committed[0]['runinfo']['flax']}"
+    assert release_facts.package_bound("jax") == f"jax>={release_table.release(committed[0])}"
+    assert release_facts.package_bound("flax") == f"flax>={committed[0]['runinfo']['flax']}"
 
 
 def test_every_release_keeps_the_same_three_products(committed):

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import pytest
 from builtsite import ROOT
 
-from examples import jaxprs, recorded, release_table, releases, tutorial
+from examples import jaxprs, recorded, release_facts, release_table, releases, tutorial
 from examples.residuals import saved_residuals
 
 P = jax.checkpoint_policies
@@ -26,7 +26,7 @@ P = jax.checkpoint_policies
 
 @pytest.fixture(scope="module")
 def facts():
-    return releases.collect_facts()
+    return release_facts.collect_facts()
 
 
 # --- the facts, against what the installed JAX does -----------------------------------------------
@@ -127,7 +127,7 @@ def test_except_names_facts_agree_with_each_other(facts):
     assert kept["everything"] == 4 * sum(math.prod(r.shape) for r in computed)
     # Asked directly, with a stand-in for the name primitive, the policy answers as measured.
     policy = P.save_anything_except_these_names("a")
-    eqn = releases._named_equation()
+    eqn = release_facts._named_equation()
     assert eqn.params["name"] == "a"
     refused = not policy(eqn.primitive, *[v.aval for v in eqn.invars], **eqn.params)
     assert refused == facts["except_names_refuses"]
@@ -147,20 +147,20 @@ def test_outcome_names_errors_and_warnings():
         warnings.warn("old", DeprecationWarning, stacklevel=1)
         return jnp.ones(())
 
-    assert releases._outcome(lambda: 1 / 0) == {
+    assert release_facts._outcome(lambda: 1 / 0) == {
         "outcome": "raises",
         "error": "ZeroDivisionError",
         "warning": None,
     }
-    assert releases._outcome(warns, jnp.ones(()))["warning"] == "DeprecationWarning"
-    assert releases._outcome(lambda: jnp.zeros(()), jnp.ones(()))["outcome"] == "wrong result"
+    assert release_facts._outcome(warns, jnp.ones(()))["warning"] == "DeprecationWarning"
+    assert release_facts._outcome(lambda: jnp.zeros(()), jnp.ones(()))["outcome"] == "wrong result"
 
 
 def test_the_package_bound_is_read_from_its_metadata():
-    bound = releases.package_bound("jax")
+    bound = release_facts.package_bound("jax")
     assert bound.startswith("jax>=")
     with pytest.raises(LookupError, match="does not require"):
-        releases.package_bound("torch")
+        release_facts.package_bound("torch")
 
 
 # --- the tests' outcome, from a real pytest report ------------------------------------------------

@@ -230,3 +230,20 @@ def test_jitted_function_outputs_are_listed_as_such():
     jitted = listing.of_kind("jitted")
     assert jitted, str(listing)
     assert all(r.detail == "<lambda>" and r.shape == (3,) for r in jitted)
+
+
+def test_a_typed_prng_key_is_listed_with_its_extended_dtype():
+    """A typed key (``jax.random.key``) has no NumPy dtype; it is listed as JAX lists it."""
+
+    def f(key, x):
+        return jnp.sum(jnp.cos(jnp.sin(x) * jax.random.uniform(key, x.shape)))
+
+    key = jax.random.key(0)
+    listing = saved_residuals(jax.checkpoint(f), key, jnp.ones(3))
+    keys = [r for r in listing if r.argument == "key"]
+    assert [r.type_str for r in keys] == ["key<fry>[]"]
+    assert keys[0].nbytes == key.dtype.itemsize == 8
+    # JAX's own listing names the same arguments.
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        print_saved_residuals(jax.checkpoint(f), key, jnp.ones(3))
+    assert out.getvalue().count("from the argument key") == 1

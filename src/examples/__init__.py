@@ -15,6 +15,7 @@ Tools, used by every page:
 - :mod:`examples.display`: tables from rows; bytes and times formatted once; long text folded.
 - :mod:`examples.models`: the scan-over-layers models the pages share.
 - :mod:`examples.recorded`: measurements recorded on other machines, shipped in ``data/``.
+- :mod:`examples.compat`: the few spellings that differ between the JAX releases supported.
 
 One module per page, in the site's order:
 
@@ -29,6 +30,8 @@ One module per page, in the site's order:
 - :mod:`examples.policies`, :mod:`examples.offload`: the policy reference.
 - :mod:`examples.explorer`: what each policy costs, measured (``python -m examples.explorer``).
 - :mod:`examples.pitfalls`: remat mistakes, measured.
+- :mod:`examples.releases`, :mod:`examples.release_facts`, :mod:`examples.release_table`: the
+  page "Across JAX releases" (its records, the facts measured per release, its tables).
 """
 
 __all__: list[str] = []

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path, PurePath
 from typing import Any, Literal
 
+import jax
 import numpy as np
 
 from examples import compat
@@ -50,7 +51,8 @@ class Residual:
     """One value that the forward pass keeps for the backward pass."""
 
     shape: tuple[int, ...]
-    dtype: np.dtype
+    #: A NumPy dtype, or JAX's extended dtype for a typed PRNG key (``key<fry>``, 8 bytes each).
+    dtype: Any
     kind: Kind
     #: The argument's path (``"W1"``, ``"params[0]"``), the primitive (``"sin"``), the
     #: ``checkpoint_name`` or the jitted function's name; ``None`` for literals and constants.
@@ -157,7 +159,9 @@ def _parse(
             source = groups.get("source")
             return Residual(
                 shape=tuple(shape),
-                dtype=np.dtype(dtype),
+                dtype=dtype
+                if jax.dtypes.issubdtype(dtype, jax.dtypes.extended)
+                else np.dtype(dtype),
                 kind=kind,
                 detail=groups.get("detail"),
                 source=relative_source(source) if source else None,
