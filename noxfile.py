@@ -363,6 +363,7 @@ JAX_MATRIX_EXCLUDED_FILES = (
     "test_pages.py",
     "test_browser.py",
     "test_takehome.py",
+    "test_lighthouse.py",
     "test_release_data.py",
 )
 JAX_MATRIX_DATA = ROOT / "src" / "examples" / "data" / "releases"
