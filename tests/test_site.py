@@ -9,6 +9,7 @@ from __future__ import annotations
 import filecmp
 import html.parser
 import importlib.util
+import json
 import re
 import subprocess
 import sys
@@ -241,6 +242,37 @@ def test_no_page_shows_a_path_of_the_build_machine():
             start = max(match.start() - 40, 0)
             leaks.append(f"{path.relative_to(HTML)}: ...{text[start : match.end() + 40]}...")
     assert leaks == []
+
+
+def test_the_site_was_built_executed():
+    """Tests of the built pages mean something only on an executed build.
+
+    A build that executes only some pages (``REMAT_GUIDE_EXECUTE_ONLY``) writes the others
+    without outputs and every ``{glue:text}`` of theirs as nothing, with no warning: a figure in
+    prose would vanish and these tests would pass on it. So: every downloadable notebook of a
+    page with code cells has outputs, and no paragraph shows the double space an empty glue
+    leaves between two words.
+    """
+    site = _built_site()
+    without_outputs = []
+    for notebook in sorted((site / "_sources").rglob("*.ipynb")):
+        cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+        code = [c for c in cells if c["cell_type"] == "code"]
+        if code and not any(c.get("outputs") for c in code):
+            without_outputs.append(notebook.relative_to(site).as_posix())
+    assert without_outputs == [], (
+        "pages built without outputs (a REMAT_GUIDE_EXECUTE_ONLY build?): run `nox -s docs`"
+    )
+    empty_glue = []
+    for page in pages(site):
+        for paragraph in re.findall(r"<p>(.*?)</p>", (site / page).read_text("utf-8"), re.S):
+            text = re.sub(r"<[^>]+>", "", paragraph)
+            match = re.search(r"[a-z,;:] {2,}[a-z(]", text)
+            if match:
+                empty_glue.append(
+                    f"{page}: ...{text[max(match.start() - 40, 0) : match.end() + 20]}"
+                )
+    assert empty_glue == [], "text with a hole where a glued value belongs"
 
 
 def test_hosting_files_are_there():
