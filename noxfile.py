@@ -330,8 +330,8 @@ def offload_record(session: nox.Session) -> None:
 # failed (a new failure, or a release without a record yet), so that CI catches regressions on
 # the oldest and newest releases while the known differences stay visible instead of skipped.
 #
-# Each environment has that JAX (its jaxlib comes with it), the newest Flax whose own requirements
-# accept it, pytest, matplotlib and numpy: not the documentation stack. After the tests, the
+# Each environment has that JAX (its jaxlib comes with it), the Flax that goes with it (below),
+# pytest, matplotlib and numpy: not the documentation stack. After the tests, the
 # session runs `python -m examples.releases`, which measures the facts and writes
 # src/examples/data/releases/jax-RELEASE.json with the tests' outcome. It replaces the record of
 # the release it ran, on purpose (a release's record is its latest run), and says so.
@@ -340,11 +340,13 @@ def offload_record(session: nox.Session) -> None:
 
 #: (Python, jax, flax, tags), oldest first: the package's lower bound (pyproject.toml), then the
 #: newest patch of every minor release. Python 3.11 gets JAX 0.10 at most; 3.12 the rest.
-#: Flax is the newest release whose requirements accept that JAX: flax 0.10.5 needs jax>=0.5.1,
-#: 0.10.7 needs jax>=0.6.0, 0.12.0 needs jax>=0.7.1, 0.12.1 needs jax>=0.8.1, 0.12.7 needs
-#: jax>=0.10.0, and 0.12.9 needs Python 3.12.
+#: Flax is the newest release whose requirements accept that JAX and that runs on it: flax
+#: 0.10.4 accepts jax 0.5.0 but its linen transforms call `jax.api_util.debug_info`, new in jax
+#: 0.5.1, so jax 0.5.0 gets 0.10.3, the last Flax released before jax 0.5.1. Flax 0.10.5 needs
+#: jax>=0.5.1, 0.10.7 needs jax>=0.6.0, 0.12.0 needs jax>=0.7.1, 0.12.1 needs jax>=0.8.1,
+#: 0.12.7 needs jax>=0.10.0, and 0.12.9 needs Python 3.12.
 JAX_RELEASES: list[tuple[str, str, str, list[str]]] = [
-    ("3.11", "0.5.0", "0.10.4", ["jax-oldest"]),
+    ("3.11", "0.5.0", "0.10.3", ["jax-oldest"]),
     ("3.11", "0.5.3", "0.10.6", []),
     ("3.11", "0.6.2", "0.11.2", []),
     ("3.11", "0.7.2", "0.12.0", []),
