@@ -107,7 +107,14 @@ def test_pallas_kernel_name_from_either_parameter():
 
     newer = SimpleNamespace(params={"name": "mha_forward"})
     older = SimpleNamespace(params={"name_and_src_info": SimpleNamespace(name="mha_forward")})
-    assert compat.pallas_kernel_name(newer) == compat.pallas_kernel_name(older) == "mha_forward"
+    # jax 0.5.1 to 0.7: the name is only in the kernel jaxpr's debug info.
+    debug = SimpleNamespace(func_src_info="mha_forward at /x/attention.py:82")
+    between = SimpleNamespace(params={"jaxpr": SimpleNamespace(debug_info=debug)})
+    names = {compat.pallas_kernel_name(e) for e in (newer, older, between)}
+    assert names == {"mha_forward"}
+    nameless = SimpleNamespace(params={"jaxpr": SimpleNamespace(debug_info=None), "grid": ()})
+    with pytest.raises(LookupError, match=r"names no kernel; its parameters: \['grid', 'jaxpr'\]"):
+        compat.pallas_kernel_name(nameless)
 
 
 def test_enable_x64_is_a_block_of_64_bit_arrays():

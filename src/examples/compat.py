@@ -24,7 +24,8 @@ releases, and is handled here:
   :func:`checkpoint_policy` says clearly when the installed JAX lacks one.
 - **Jaxpr internals**: ``jax.extend.core.DropVar`` (an output nobody reads) is public on newer
   releases only (:data:`DropVar`); a ``pallas_call`` equation names its kernel in ``name`` on
-  newer releases and in ``name_and_src_info`` on older ones (:func:`pallas_kernel_name`).
+  newer releases, in ``name_and_src_info`` or the kernel's debug info on older ones
+  (:func:`pallas_kernel_name`).
 - **64-bit mode for a block**: ``jax.enable_x64`` on newer releases,
   ``jax.experimental.enable_x64`` on older ones (:func:`enable_x64`).
 
@@ -268,9 +269,15 @@ def pallas_kernel_name(eqn: Any) -> str:
     """The kernel a ``pallas_call`` equation runs: ``"mha_forward"``, on any release."""
     if "name" in eqn.params:
         return str(eqn.params["name"])
-    # Older releases: NameAndSrcInfo, printed "mha_forward for kernel function ... at FILE:LINE".
-    info = eqn.params["name_and_src_info"]
-    return str(getattr(info, "name", str(info).split(" ", 1)[0]))
+    if "name_and_src_info" in eqn.params:  # 0.5.0: "mha_forward for kernel function ... at ..."
+        info = eqn.params["name_and_src_info"]
+        return str(getattr(info, "name", str(info).split(" ", 1)[0]))
+    # 0.5.1 to 0.7: only the kernel's debug info names it, "mha_forward at FILE:LINE".
+    debug = getattr(eqn.params.get("jaxpr"), "debug_info", None)
+    source = getattr(debug, "func_src_info", None)
+    if not source:
+        raise LookupError(f"this pallas_call names no kernel; its parameters: {sorted(eqn.params)}")
+    return str(source).split(" ", 1)[0]
 
 
 def enable_x64(enabled: bool = True) -> contextlib.AbstractContextManager[None]:
