@@ -488,14 +488,25 @@ def test_nnx_remat_per_block_beats_the_whole_model_for_each_policy():
     assert costs["block dots"].temp_bytes > none.temp_bytes  # ReLU: the products cost more
 
 
+def _stacked(state, layer: str, name: str, i: int) -> np.ndarray:
+    """Block ``i`` of a stacked parameter of an NNX state, in float64.
+
+    A state's leaf is a Variable (read with ``get_value()``) on newer Flax, a VariableState (read
+    with ``.value``) on Flax 0.10.
+    """
+    leaf = state[layer][name]
+    value = leaf.get_value() if hasattr(leaf, "get_value") else leaf.value
+    return np.asarray(value[i], np.float64)
+
+
 def test_nnx_blocks_are_applied_in_order_with_their_own_parameters():
     blocks = p3.make_blocks(blocks=3, features=4)
     x = p3.page_input(batch=2, features=4)
     state = nnx.state(blocks)
     h = np.asarray(x, np.float64)
     for i in range(3):
-        k1, b1 = (np.asarray(state["linear1"][n][...][i], np.float64) for n in ("kernel", "bias"))
-        k2, b2 = (np.asarray(state["linear2"][n][...][i], np.float64) for n in ("kernel", "bias"))
+        k1, b1 = (_stacked(state, "linear1", n, i) for n in ("kernel", "bias"))
+        k2, b2 = (_stacked(state, "linear2", n, i) for n in ("kernel", "bias"))
         h = np.maximum(np.maximum(h @ k1 + b1, 0) @ k2 + b2, 0)
     _close(p3.apply_blocks(p3.forward, blocks, x), h)
     step = nnx.remat(p3.forward, policy=DOTS)
