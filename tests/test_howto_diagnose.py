@@ -80,7 +80,10 @@ def test_policies_are_described_as_they_are_written():
         dg.describe_policy(P.save_only_these_names("b", "a")) == "save_only_these_names('a', 'b')"
     )
     both = P.save_from_both_policies(P.save_only_these_names("a"), P.dots_saveable)
-    assert dg.describe_policy(both) == "save_from_both_policies('a')"
+    assert (
+        dg.describe_policy(both)
+        == "save_from_both_policies(save_only_these_names('a'), dots_saveable)"
+    )
     offload = P.offload_dot_with_no_batch_dims("device", "pinned_host")
     assert dg.describe_policy(offload) == "offload_dot_with_no_batch_dims"
     assert dg.wants_unbatched_dots(offload)

@@ -170,3 +170,18 @@ def test_a_cell_tagged_raises_exception_shows_its_error(sphinx_build, tmp_path):
     page = (tmp_path / "html" / "explodes.html").read_text(encoding="utf-8")
     assert "ValueError" in page
     assert "boom" in page
+
+
+#: The site's wrappers that once stood where JAX's own calls belong (issue 12): a page shows
+#: jax.checkpoint(f, policy=...), print_saved_residuals, nn.remat and nnx.remat themselves.
+RETIRED_WRAPPERS = re.compile(r"\b(under_policy|forward_under|policies\.show|Raised)\b")
+
+
+def test_no_page_or_module_brings_back_a_retired_wrapper():
+    found = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for path in [*PAGES, *sorted((ROOT / "src" / "examples").rglob("*.py"))]
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if RETIRED_WRAPPERS.search(line) and not line.lstrip().startswith(('"""', "#", "Raised in"))
+    ]
+    assert found == []

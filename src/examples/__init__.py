@@ -8,6 +8,7 @@ Tools, used by every page:
 - :mod:`examples.runinfo`: which jax, jaxlib, flax and backend executed a page (its banner).
 - :mod:`examples.paths`: keeps the build machine's paths off the pages.
 - :mod:`examples.jaxprs`: walks jaxprs; finds ``jax.checkpoint`` under either implementation.
+- :mod:`examples.policy_calls`: a policy read back as the call that made it, on any release.
 - :mod:`examples.residuals`: what reverse-mode autodiff saves, as a structured listing.
 - :mod:`examples.fwd_bwd`: the forward and backward programs of a VJP, side by side.
 - :mod:`examples.liveness`: the peak of values alive at once in a traced gradient.

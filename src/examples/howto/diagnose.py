@@ -38,90 +38,16 @@ from jax.extend import core as jex_core
 
 from examples import jaxprs
 from examples.display import Table, format_bytes
+from examples.policy_calls import (
+    describe_policy,
+    factory_of,
+    policy_names,
+    wants_unbatched_dots,
+)
 from examples.residuals import Residuals, saved_residuals
 
 P = jax.checkpoint_policies
 Level = Literal["warning", "note"]
-
-# --- reading a policy ----------------------------------------------------------------------------
-
-
-def _closure(policy: Any) -> dict[str, Any]:
-    """The variables a policy made by a factory (``save_from_both_policies``, ...) closes over."""
-    if not inspect.isfunction(policy):
-        return {}
-    return dict(inspect.getclosurevars(policy).nonlocals)
-
-
-def _factory(policy: Any) -> str | None:
-    """``"save_from_both_policies"`` for a function defined inside that factory, else ``None``."""
-    qualname = getattr(policy, "__qualname__", "")
-    return qualname.split(".<locals>.")[0] if ".<locals>." in qualname else None
-
-
-def policy_names(policy: Any) -> frozenset[str] | None:
-    """The ``checkpoint_name`` names a policy refers to, or ``None`` if it refers to none.
-
-    Read from the installed JAX's objects: ``save_only_these_names`` and
-    ``save_any_names_but_these`` return dataclasses with the names as a field;
-    ``save_and_offload_only_these_names`` and ``save_from_both_policies`` return closures whose
-    variables hold the names (or the two policies combined).
-    """
-    for field in ("saveable_names", "names"):  # SaveOnlyTheseNames, SaveAnyNamesButThese
-        names = getattr(policy, field, None)
-        if isinstance(names, frozenset | set):
-            return frozenset(names)
-    variables = _closure(policy)
-    found: set[str] = set()
-    # Older releases' save_any_names_but_these is a closure over names_not_to_save.
-    for key in ("names_which_can_be_saved", "names_which_can_be_offloaded", "names_not_to_save"):
-        found |= set(variables.get(key, ()))
-    if "policy_1" in variables:
-        for inner in (variables["policy_1"], variables["policy_2"]):
-            found |= policy_names(inner) or set()
-    named = _factory(policy) == "save_and_offload_only_these_names"
-    return frozenset(found) if found or named else None
-
-
-def wants_unbatched_dots(policy: Any) -> bool:
-    """Whether the policy keeps (or offloads) matrix products without batch dimensions."""
-    if getattr(policy, "only_if_no_batch_dims", False) is True:  # DotsSaveable(True)
-        return True
-    if _factory(policy) == "offload_dot_with_no_batch_dims":
-        return True
-    if policy is P.dots_with_no_batch_dims_saveable:  # a plain function on older releases
-        return True
-    variables = _closure(policy)
-    return any(
-        wants_unbatched_dots(variables[k]) for k in ("policy_1", "policy_2") if k in variables
-    )
-
-
-#: The factories that return these classes, as the installed JAX spells them.
-_CLASS_FACTORIES = {
-    "SaveOnlyTheseNames": "save_only_these_names",
-    "SaveAnyNamesButThese": "save_any_names_but_these",
-}
-
-
-def describe_policy(policy: Any) -> str:
-    """How the policy would be written: ``save_only_these_names('a', 'b')``, ``None``, ..."""
-    if policy is None:
-        return "None"
-    # The aliases checkpoint_dots* last, so that dots_saveable is called by its main name.
-    for name in sorted(vars(P), key=lambda n: (n.startswith("checkpoint_"), n)):
-        if getattr(P, name) is policy:
-            return name  # nothing_saveable, dots_with_no_batch_dims_saveable, ...
-    factory = _factory(policy) or _CLASS_FACTORIES.get(type(policy).__name__, type(policy).__name__)
-    names = policy_names(policy)
-    if names is not None:
-        return f"{factory}({', '.join(repr(n) for n in sorted(names))})"
-    variables = _closure(policy)
-    if "policy_1" in variables:
-        inner = ", ".join(describe_policy(variables[k]) for k in ("policy_1", "policy_2"))
-        return f"{factory}({inner})"
-    return factory
-
 
 # --- reading the traced function -----------------------------------------------------------------
 
@@ -433,7 +359,7 @@ def _residual_findings(
         message += f"everything_saveable keeps): {len(computed)} values, "
         message += f"{format_bytes(computed.nbytes)}, besides the inputs. The "
         message += "checkpoint saves no memory and can cost time"
-        if _factory(policy) == "save_anything_except_these_names":
+        if factory_of(policy) == "save_anything_except_these_names":
             message += "; save_anything_except_these_names ignores its names in this JAX (its "
             message += "body is `lambda *_, **__: True`)"
         yield Finding("same-as-everything", "warning", message, number)

@@ -36,6 +36,7 @@ import numpy as np
 from jax.ad_checkpoint import checkpoint_name
 
 from examples.jaxprs import jit_inlined, remat3_enabled
+from examples.policy_calls import describe_policy, same_policy
 from examples.problems._placement import Placement, place
 from examples.problems._runner import CHECK_NAMES
 from examples.problems._spec import Case, Problem
@@ -43,71 +44,20 @@ from examples.residuals import Residuals, saved_residuals
 
 # --- policies -------------------------------------------------------------------------------------
 
-_POLICY_NAMES = (
-    "dots_with_no_batch_dims_saveable",
-    "dots_saveable",
-    "nothing_saveable",
-    "everything_saveable",
-    "offload_dot_with_no_batch_dims",
-)
-
-
-def _names_policy_types() -> dict[type, str]:
-    """The classes of JAX's names-based policies, by the factory that makes them."""
-    kinds = {}
-    for factory in ("save_only_these_names", "save_any_names_but_these"):
-        make = getattr(jax.checkpoint_policies, factory, None)
-        if make is not None:
-            kinds[type(make())] = factory
-    return kinds
-
-
-def _policy_names(policy: Any) -> list[str] | None:
-    """The names a names-based policy object was made with (its one frozenset field)."""
-    if not dataclasses.is_dataclass(policy):
-        return None
-    for field in dataclasses.fields(policy):
-        value = getattr(policy, field.name)
-        if isinstance(value, frozenset):
-            return sorted(value, key=repr)
-    return None
-
-
 def policy_name(policy: Any) -> str:
-    """``jax.checkpoint_policies.NAME`` for a named policy, else a short description.
-
-    A names-based policy reads as the call that made it: ``save_only_these_names('hidden')``.
-    """
+    """How a policy reads in the checker's verdicts: the call that made it
+    (``save_only_these_names('hidden')``, ``dots_with_no_batch_dims_saveable``), on any release."""
     if policy is None:
         # Under jax_remat3, jax.checkpoint turns nothing_saveable into None before tracing.
         return "no policy (JAX's default: keep nothing, as nothing_saveable does)"
-    for name in _POLICY_NAMES:
-        known = getattr(jax.checkpoint_policies, name, None)
-        if known is not None and _same_object(policy, known):
-            return name
-    factory = _names_policy_types().get(type(policy))
-    names = _policy_names(policy)
-    if factory is not None and names is not None:
-        return f"{factory}({', '.join(repr(n) for n in names)})"
-    if isinstance(policy, types.FunctionType):
-        return f"the function {policy.__qualname__}"
-    return repr(policy)
+    return describe_policy(policy)
 
 
 def _is_plain_function(policy: Any) -> bool:
     """A policy written as a Python function (not one of JAX's own policy objects)."""
-    return isinstance(policy, types.FunctionType) and not _same_object(
+    return isinstance(policy, types.FunctionType) and not same_policy(
         policy, jax.checkpoint_policies.everything_saveable
     )
-
-
-def _same_object(a: Any, b: Any) -> bool:
-    if a is b:
-        return True
-    try:
-        return bool(a == b)
-    except Exception:
-        return False
 
 
 #: A name no problem asks for: the probe names a value so, so that a policy that keeps every
@@ -162,7 +112,7 @@ def compare_policy(
         )
     if found is None and required is None:
         return True, wanted
-    if found is not None and required is not None and _same_object(found, required):
+    if found is not None and required is not None and same_policy(found, required):
         return True, f"{wanted} (the same policy object)"
     try:
         mine = policy_behaviour(found, names)
