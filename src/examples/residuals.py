@@ -23,6 +23,7 @@ from pathlib import Path, PurePath
 from typing import Any, Literal
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from examples import compat
@@ -68,7 +69,7 @@ class Residual:
 
     @property
     def nbytes(self) -> int:
-        return math.prod(self.shape) * self.dtype.itemsize
+        return int(math.prod(self.shape) * self.dtype.itemsize)
 
     @property
     def argument(self) -> str | None:
@@ -159,9 +160,7 @@ def _parse(
             source = groups.get("source")
             return Residual(
                 shape=tuple(shape),
-                dtype=dtype
-                if jax.dtypes.issubdtype(dtype, jax.dtypes.extended)
-                else np.dtype(dtype),
+                dtype=dtype if jnp.issubdtype(dtype, jax.dtypes.extended) else np.dtype(dtype),
                 kind=kind,
                 detail=groups.get("detail"),
                 source=relative_source(source) if source else None,

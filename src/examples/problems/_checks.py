@@ -44,6 +44,7 @@ from examples.residuals import Residuals, saved_residuals
 
 # --- policies -------------------------------------------------------------------------------------
 
+
 def policy_name(policy: Any) -> str:
     """How a policy reads in the checker's verdicts: the call that made it
     (``save_only_these_names('hidden')``, ``dots_with_no_batch_dims_saveable``), on any release."""
