@@ -122,3 +122,21 @@ def test_enable_x64_is_a_block_of_64_bit_arrays():
     with compat.enable_x64():
         assert jnp.ones(()).dtype == jnp.float64
     assert jnp.ones(()).dtype == jnp.float32
+
+
+def test_bind_equation_evaluates_every_equation_of_a_jaxpr():
+    """Including a custom_jvp call (jax.nn.relu), whose bind takes its functions first on older
+    releases; the result is the function's own."""
+
+    def f(x):
+        return jnp.sum(jax.nn.relu(jnp.sin(x) * 2.0))
+
+    x = jnp.linspace(-2.0, 2.0, 7)
+    closed = jax.make_jaxpr(f)(x)
+    env = dict(zip(closed.jaxpr.invars, [x], strict=True))
+    for eqn in closed.jaxpr.eqns:
+        invals = [v.val if hasattr(v, "val") else env[v] for v in eqn.invars]
+        outs = compat.bind_equation(eqn, invals)
+        outs = outs if eqn.primitive.multiple_results else [outs]
+        env.update(zip(eqn.outvars, outs, strict=True))
+    assert jnp.allclose(env[closed.jaxpr.outvars[0]], f(x), rtol=1e-6)

@@ -22,8 +22,9 @@ releases, and is handled here:
   jaxlibs.
 - **Policies**: the names in ``jax.checkpoint_policies`` grow with the release;
   :func:`checkpoint_policy` says clearly when the installed JAX lacks one.
-- **Jaxpr internals**: ``jax.extend.core.DropVar`` (an output nobody reads) is public on newer
-  releases only (:data:`DropVar`); a ``pallas_call`` equation names its kernel in ``name`` on
+- **Jaxpr internals**: :func:`bind_equation` evaluates an equation whatever
+  ``get_bind_params`` returns; ``jax.extend.core.DropVar`` (an output nobody reads) is public on
+  newer releases only (:data:`DropVar`); a ``pallas_call`` equation names its kernel in ``name`` on
   newer releases, in ``name_and_src_info`` or the kernel's debug info on older ones
   (:func:`pallas_kernel_name`).
 - **64-bit mode for a block**: ``jax.enable_x64`` on newer releases,
@@ -263,6 +264,17 @@ def checkpoint_policy(name: str) -> Any:
 
 
 # --- jaxpr internals and configuration -------------------------------------------------------
+
+
+def bind_equation(eqn: Any, invals: Sequence[Any]) -> Any:
+    """Apply an equation's primitive to ``invals``, as ``jax.core.eval_jaxpr`` does.
+
+    ``Primitive.get_bind_params`` returns the parameters on newer releases and a pair
+    ``(subfuns, params)`` up to jax 0.8 (a custom_jvp call's functions come first in its bind).
+    """
+    got = eqn.primitive.get_bind_params(eqn.params)
+    subfuns, params = got if isinstance(got, tuple) else ((), got)
+    return eqn.primitive.bind(*subfuns, *invals, **params)
 
 
 def pallas_kernel_name(eqn: Any) -> str:

@@ -30,6 +30,8 @@ from typing import Any
 import jax
 from jax.extend import core as jex_core
 
+from examples import compat
+
 # --- walking -------------------------------------------------------------------------------------
 
 
@@ -241,7 +243,7 @@ def _eval_inlining_jit(jaxpr: Any, consts: Any, args: Any) -> list[Any]:
         if eqn.primitive.name in JIT_PRIMITIVES and isinstance(inner, jex_core.ClosedJaxpr):
             outs = _eval_inlining_jit(inner.jaxpr, inner.consts, invals)
         else:
-            outs = eqn.primitive.bind(*invals, **eqn.primitive.get_bind_params(eqn.params))
+            outs = compat.bind_equation(eqn, invals)
             if not eqn.primitive.multiple_results:
                 outs = [outs]
         for var, value in zip(eqn.outvars, outs, strict=True):
