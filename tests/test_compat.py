@@ -140,3 +140,15 @@ def test_bind_equation_evaluates_every_equation_of_a_jaxpr():
         outs = outs if eqn.primitive.multiple_results else [outs]
         env.update(zip(eqn.outvars, outs, strict=True))
     assert jnp.allclose(env[closed.jaxpr.outvars[0]], f(x), rtol=1e-6)
+
+
+def test_variable_value_reads_an_nnx_state_leaf():
+    """The kernel and bias read from the layer's state are the ones the layer computes with."""
+    from flax import nnx
+
+    layer = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+    state = nnx.state(layer)
+    kernel, bias = (compat.variable_value(state[name]) for name in ("kernel", "bias"))
+    x = jnp.arange(4.0).reshape(2, 2)
+    assert kernel.shape == (2, 3)
+    assert jnp.allclose(layer(x), x @ kernel + bias, rtol=1e-6)

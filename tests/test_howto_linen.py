@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from examples import compat
 from examples.howto import linen_training as lt
 from examples.howto.flax_steps import make_batch
 from examples.howto.linen_training import Block, Coder, ScanBlock, ScannedTransformer, Transformer
@@ -129,7 +130,7 @@ def test_remat_gradients_equal_plain_gradients(name):
     batch, key = tiny_batch(), lt.dropout_key(7)
     params = lt.init_params(make(plain_block), batch)
     # float64, dropout on: the two must agree to rounding
-    with jax.enable_x64(True):
+    with compat.enable_x64(True):
         plain = grads(make(plain_block, jnp.float64), params, batch, key, jnp.float64)
         remat = grads(make(remat_block, jnp.float64), params, batch, key, jnp.float64)
         assert all(leaf.dtype == jnp.float64 for leaf in jax.tree.leaves(remat))

@@ -16,6 +16,7 @@ import optax
 import pytest
 from flax import nnx
 
+from examples import compat
 from examples.howto import nnx_training as nx
 from examples.howto.flax_steps import make_batch
 from examples.howto.nnx_training import (
@@ -81,7 +82,7 @@ def test_checkpointed_gradients_equal_plain_gradients(name):
     cls, plain_kwargs, remat_kwargs = FAMILIES[name]
     batch = make_batch(TINY, vocab=nx.VOCAB)
     params = nnx.state(build(cls, plain_kwargs), nnx.Param)  # float32 draws, for every model
-    with jax.enable_x64(True):
+    with compat.enable_x64(True):
         plain = grads(
             with_params(build(cls, plain_kwargs, jnp.float64), params, jnp.float64), batch
         )

@@ -18,6 +18,7 @@ from flax import errors as flax_errors
 from flax import nnx
 
 import examples.problems
+from examples import compat
 from examples.jaxprs import remat3, remat3_available, remat_sites
 from examples.problems import (
     DiscoveryError,
@@ -491,12 +492,9 @@ def test_nnx_remat_per_block_beats_the_whole_model_for_each_policy():
 def _stacked(state, layer: str, name: str, i: int) -> np.ndarray:
     """Block ``i`` of a stacked parameter of an NNX state, in float64.
 
-    A state's leaf is a Variable (read with ``get_value()``) on newer Flax, a VariableState (read
-    with ``.value``) on Flax 0.10.
+    Read the same way on every Flax release (:func:`examples.compat.variable_value`).
     """
-    leaf = state[layer][name]
-    value = leaf.get_value() if hasattr(leaf, "get_value") else leaf.value
-    return np.asarray(value[i], np.float64)
+    return np.asarray(compat.variable_value(state[layer][name])[i], np.float64)
 
 
 def test_nnx_blocks_are_applied_in_order_with_their_own_parameters():

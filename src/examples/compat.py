@@ -27,6 +27,8 @@ releases, and is handled here:
   newer releases only (:data:`DropVar`); a ``pallas_call`` equation names its kernel in ``name`` on
   newer releases, in ``name_and_src_info`` or the kernel's debug info on older ones
   (:func:`pallas_kernel_name`).
+- **Flax NNX state**: a leaf is read with ``[...]`` on newer Flax and ``.value`` on Flax 0.10
+  (:func:`variable_value`).
 - **64-bit mode for a block**: ``jax.enable_x64`` on newer releases,
   ``jax.experimental.enable_x64`` on older ones (:func:`enable_x64`).
 
@@ -290,6 +292,12 @@ def pallas_kernel_name(eqn: Any) -> str:
     if not source:
         raise LookupError(f"this pallas_call names no kernel; its parameters: {sorted(eqn.params)}")
     return str(source).split(" ", 1)[0]
+
+
+def variable_value(leaf: Any) -> Any:
+    """The array an NNX state leaf holds: ``leaf[...]`` on newer Flax; on Flax 0.10 a state's
+    leaves are ``VariableState`` objects, which only ``.value`` reads."""
+    return leaf[...] if hasattr(type(leaf), "__getitem__") else leaf.value
 
 
 def enable_x64(enabled: bool = True) -> contextlib.AbstractContextManager[None]:

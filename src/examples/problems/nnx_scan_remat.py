@@ -20,6 +20,7 @@ import numpy as np
 from flax import nnx
 from numpy.typing import ArrayLike
 
+from examples import compat
 from examples.measure import CompiledStats, compiled_stats
 from examples.problems._spec import Case, Problem, normal
 
@@ -66,7 +67,7 @@ def reference_params(seed: int, features: int, layers: int) -> dict[str, np.ndar
     """The stacked kernels and biases of :func:`make_blocks`, in float64 (leading axis: layer)."""
     state = nnx.state(make_blocks(seed, features, layers))
     return {
-        f"{part}{i}": np.asarray(state[f"linear{i}"][name][...], np.float64)
+        f"{part}{i}": np.asarray(compat.variable_value(state[f"linear{i}"][name]), np.float64)
         for i in (1, 2)
         for part, name in (("k", "kernel"), ("b", "bias"))
     }
