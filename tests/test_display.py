@@ -24,7 +24,15 @@ def test_format_bytes(n, text):
 
 
 @pytest.mark.parametrize(
-    ("s", "text"), [(2.5, "2.5 s"), (0.00042, "420 µs"), (0.0123, "12.3 ms"), (5e-8, "50 ns")]
+    ("s", "text"),
+    [
+        (2.5, "2.5 s"),
+        (0.00042, "420 µs"),
+        (0.0123, "12.3 ms"),
+        (5e-8, "50 ns"),
+        (59.0, "59 s"),
+        (4028.0, "67.1 min"),
+    ],
 )
 def test_format_seconds(s, text):
     assert format_seconds(s) == text

@@ -28,7 +28,7 @@ def format_bytes(n: int | float) -> str:
     raise AssertionError("unreachable")
 
 
-_TIME_UNITS = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
+_TIME_UNITS = (("min", 60.0), ("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
 
 
 def _time_unit(seconds: float) -> tuple[str, float]:
@@ -36,7 +36,7 @@ def _time_unit(seconds: float) -> tuple[str, float]:
 
 
 def format_seconds(seconds: float) -> str:
-    """``0.00042`` -> ``"420 µs"``."""
+    """``0.00042`` -> ``"420 µs"``; ``4028`` -> ``"67.1 min"``."""
     unit, scale = _time_unit(seconds)
     return f"{seconds / scale:.3g} {unit}"
 
