@@ -265,8 +265,10 @@ def test_the_site_was_built_executed():
     )
     empty_glue = []
     for page in pages(site):
-        for paragraph in re.findall(r"<p>(.*?)</p>", (site / page).read_text("utf-8"), re.S):
-            text = re.sub(r"<[^>]+>", "", paragraph)
+        # Prose only: tables and code (a recorded error message, say) may hold double spaces.
+        html = re.sub(r"<table.*?</table>", "", (site / page).read_text("utf-8"), flags=re.S)
+        for paragraph in re.findall(r"<p>(.*?)</p>", html, re.S):
+            text = re.sub(r"<[^>]+>", "", re.sub(r"<code.*?</code>", "x", paragraph, flags=re.S))
             match = re.search(r"[a-z,;:] {2,}[a-z(]", text)
             if match:
                 empty_glue.append(
