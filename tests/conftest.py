@@ -93,3 +93,18 @@ def sphinx_build():
     """:func:`run_sphinx`, for tests that build a site (needs the docs dependency group)."""
     pytest.importorskip("myst_nb", reason="needs the docs dependency group")
     return run_sphinx
+
+
+@pytest.fixture(params=[False, True], ids=["remat2", "remat3"])
+def remat3(request: pytest.FixtureRequest):
+    """Run a test under JAX's default remat (``False``) and under ``jax_remat3`` (``True``; skipped,
+    with its reason, on a JAX without the flag), the flag switched for the test's duration."""
+    from examples import jaxprs
+
+    if not jaxprs.remat3_available():
+        if request.param:
+            pytest.skip("this JAX has no jax_remat3 flag")
+        yield False
+        return
+    with jaxprs.remat3(request.param):
+        yield request.param

@@ -22,6 +22,7 @@ import venv
 from pathlib import Path
 
 import pytest
+from remat_modes import REMAT_MODES
 
 from examples.check import check_file, check_function, main
 from examples.jaxprs import remat3, remat3_available
@@ -42,14 +43,6 @@ CHILD_ENV = {
     "PYTHONPATH": os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")]),
     "JAX_PLATFORMS": "cpu",
 }
-REMAT_MODES = [
-    pytest.param(False, id="remat2"),
-    pytest.param(
-        True,
-        id="remat3",
-        marks=pytest.mark.skipif(not remat3_available(), reason="this JAX has no jax_remat3"),
-    ),
-]
 
 
 @pytest.fixture(autouse=True)

@@ -16,24 +16,6 @@ CFG = models.SIZES["tiny"]
 OFFLOAD = {"offload_src": "device", "offload_dst": "pinned_host"}
 
 
-def _implementations():
-    yield pytest.param(False, id="remat2")
-    yield pytest.param(
-        True,
-        id="remat3",
-        marks=pytest.mark.skipif(not jaxprs.remat3_available(), reason="no jax_remat3 flag"),
-    )
-
-
-@pytest.fixture(params=list(_implementations()))
-def remat3(request):
-    if not jaxprs.remat3_available():
-        yield False
-        return
-    with jaxprs.remat3(request.param):
-        yield request.param
-
-
 @pytest.fixture(scope="module")
 def model():
     return models.init_params(CFG), models.init_inputs(CFG)

@@ -20,26 +20,6 @@ def _args():
     return jnp.ones((4, 4)), jnp.ones(4)
 
 
-def _implementations():
-    yield pytest.param(False, id="remat2")
-    yield pytest.param(
-        True,
-        id="remat3",
-        marks=pytest.mark.skipif(
-            not jaxprs.remat3_available(), reason="this JAX has no jax_remat3 flag"
-        ),
-    )
-
-
-@pytest.fixture(params=list(_implementations()))
-def remat3(request):
-    if not jaxprs.remat3_available():
-        yield False
-        return
-    with jaxprs.remat3(request.param):
-        yield request.param
-
-
 def test_walk_counts_nested_equations():
     closed = jax.make_jaxpr(jax.jit(lambda w, x: jax.checkpoint(_two_products)(w, x)))(*_args())
     counts = jaxprs.primitive_counts(closed)

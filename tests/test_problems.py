@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from flax import errors as flax_errors
 from flax import nnx
+from remat_modes import REMAT_MODES
 
 import examples.problems
 from examples import compat
@@ -203,21 +204,12 @@ def test_cases_are_fresh_and_away_from_relu_kinks():
 
 # --- the checker's structure checks, under both implementations ----------------------------------
 
-MODES = [
-    pytest.param(False, id="remat2"),
-    pytest.param(
-        True,
-        id="remat3",
-        marks=pytest.mark.skipif(not remat3_available(), reason="this JAX has no jax_remat3"),
-    ),
-]
-
 
 def _mode(under_remat3):
     return remat3(True) if under_remat3 else contextlib.nullcontext()
 
 
-@pytest.mark.parametrize("under_remat3", MODES)
+@pytest.mark.parametrize("under_remat3", REMAT_MODES)
 def test_remat_sites_look_inside_jit_and_count_nesting(under_remat3):
     with _mode(under_remat3):
         double = jax.jit(jax.checkpoint(jax.checkpoint(p1._pipeline), policy=DOTS))
@@ -227,7 +219,7 @@ def test_remat_sites_look_inside_jit_and_count_nesting(under_remat3):
         assert remat_sites(jax.make_jaxpr(p1._pipeline)(*p1.page_inputs(n=2, d=3)).jaxpr) == []
 
 
-@pytest.mark.parametrize("under_remat3", MODES)
+@pytest.mark.parametrize("under_remat3", REMAT_MODES)
 def test_compare_policy_by_identity_and_by_behaviour(under_remat3):
     with _mode(under_remat3):
         assert compare_policy(DOTS, DOTS)[0]

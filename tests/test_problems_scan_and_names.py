@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from flax import nnx
 from jax.ad_checkpoint import checkpoint_name
+from remat_modes import REMAT_MODES
 
 from examples.check import main
 from examples.jaxprs import (
@@ -20,7 +21,6 @@ from examples.jaxprs import (
     jit_inlined,
     primitive_counts,
     remat3,
-    remat3_available,
     remat_sites,
 )
 from examples.problems import all_problems, load_problem
@@ -40,14 +40,6 @@ from examples.residuals import saved_residuals
 P = jax.checkpoint_policies
 DOTS = P.dots_with_no_batch_dims_saveable
 NOTHING = P.nothing_saveable
-MODES = [
-    pytest.param(False, id="remat2"),
-    pytest.param(
-        True,
-        id="remat3",
-        marks=pytest.mark.skipif(not remat3_available(), reason="this JAX has no jax_remat3"),
-    ),
-]
 
 
 @pytest.fixture(autouse=True)
@@ -185,7 +177,7 @@ def _scan(layer):
     return f
 
 
-@pytest.mark.parametrize("under_remat3", MODES)
+@pytest.mark.parametrize("under_remat3", REMAT_MODES)
 def test_remat_sites_know_whether_they_sit_in_a_scan_or_around_one(under_remat3):
     args = p4.page_inputs()
     with _mode(under_remat3):
@@ -201,7 +193,7 @@ def test_remat_sites_know_whether_they_sit_in_a_scan_or_around_one(under_remat3)
     assert in_jit.within[0] in {"jit", "pjit"}
 
 
-@pytest.mark.parametrize("under_remat3", MODES)
+@pytest.mark.parametrize("under_remat3", REMAT_MODES)
 def test_checkpoint_names_are_found_under_either_implementation(under_remat3):
     w1, w2, x = p6.make_cases(np.random.default_rng(0))[0].args
     with _mode(under_remat3):
@@ -216,7 +208,7 @@ def test_checkpoint_names_are_found_under_either_implementation(under_remat3):
     assert checkpoint_names(unnamed.jaxpr) == {}
 
 
-@pytest.mark.parametrize("under_remat3", MODES)
+@pytest.mark.parametrize("under_remat3", REMAT_MODES)
 def test_jit_inlined_lists_the_values_inside_jit_and_keeps_the_scan(under_remat3):
     args = p4.page_inputs()
     with _mode(under_remat3):
@@ -241,7 +233,7 @@ def _placement(problem, fn, *args):
     return place(problem, jax.make_jaxpr(fn)(*args).jaxpr)
 
 
-@pytest.mark.parametrize("under_remat3", MODES)
+@pytest.mark.parametrize("under_remat3", REMAT_MODES)
 def test_placement_in_a_scan(under_remat3):
     problem = p4.PROBLEM
     args = p4.page_inputs()
@@ -282,7 +274,7 @@ def test_placement_in_a_scan(under_remat3):
     assert "no checkpoint in the traced function" in nothing.detail
 
 
-@pytest.mark.parametrize("under_remat3", MODES)
+@pytest.mark.parametrize("under_remat3", REMAT_MODES)
 def test_placement_with_names(under_remat3):
     problem = p6.PROBLEM
     args = p6.make_cases(np.random.default_rng(0))[0].args
@@ -316,7 +308,7 @@ def test_placement_with_names(under_remat3):
 # --- names-based policies -----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("under_remat3", MODES)
+@pytest.mark.parametrize("under_remat3", REMAT_MODES)
 def test_compare_policy_tells_names_policies_apart(under_remat3):
     required = P.save_only_these_names("hidden")
     names = ("hidden",)
