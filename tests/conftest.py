@@ -99,6 +99,8 @@ def sphinx_build():
 def remat3(request: pytest.FixtureRequest):
     """Run a test under JAX's default remat (``False``) and under ``jax_remat3`` (``True``; skipped,
     with its reason, on a JAX without the flag), the flag switched for the test's duration."""
+    # Not parametrized with tests/remat_modes.REMAT_MODES: building that list imports JAX, and this
+    # file must import without JAX (the browser session's environment has none).
     from examples import jaxprs
 
     if not jaxprs.remat3_available():
