@@ -47,32 +47,109 @@ ROOT = Path(__file__).resolve().parent
 PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
 BUILD = ROOT / "_build"
 HTML = BUILD / "html"
-CUDA_EXTRA = PYPROJECT["project"]["optional-dependencies"]["cuda"]
+
+
+#: The lock: one requirements file per session kind under locks/, each made by `nox -s lock` with
+#: uv's universal resolution (one file serves Python 3.11, 3.12 and 3.13: markers pick jax 0.10.2
+#: on 3.11 and the newest JAX on 3.12 and later) and with every distribution's hashes. Each entry:
+#: the lock's name -> (the dependency groups it holds, the extras, whether the project's own
+#: dependencies are in it). The project itself is installed without dependencies on top.
+LOCKS = ROOT / "locks"
+LOCKED: dict[str, tuple[tuple[str, ...], tuple[str, ...], bool]] = {
+    "test": (("test",), (), True),
+    "cuda": (("test",), ("cuda",), True),
+    "docs": (("docs",), (), True),
+    "serve": (("serve",), (), True),
+    "lint": (("lint",), (), True),
+    "notebooks": (("notebooks",), (), True),
+    "browser": (("browser",), (), False),
+}
+#: The oldest Python the lock resolves for (pyproject.toml's requires-python).
+LOCK_PYTHON = "3.11"
+#: The site is built on the newest JAX, which needs this Python or newer.
+SITE_PYTHON_MIN = (3, 12)
 
 
 def _group(name: str) -> list[str]:
     return list(nox.project.dependency_groups(PYPROJECT, name))
 
 
-def install(session: nox.Session, *requirements: str, project: bool = True) -> None:
-    """Install requirements (and this project, editable) unless the same set is already there.
+def lock_file(name: str) -> Path:
+    return LOCKS / f"{name}.txt"
 
-    A stamp in the environment records what was installed; the next run with the same
-    pyproject.toml and requirements skips the installer altogether, which keeps a rebuild fast.
+
+def install(session: nox.Session, lock: str, *, project: bool = True) -> None:
+    """Install the exact versions of ``locks/LOCK.txt`` (and this project, editable, without its
+    dependencies), unless the same lock is installed already.
+
+    A stamp in the environment records what was installed; the next run with the same lock and
+    pyproject.toml skips the installer altogether, which keeps a rebuild fast.
     """
+    path = lock_file(lock)
+    if not path.is_file():
+        session.error(f"no lock file {path.relative_to(ROOT)}: run `nox -s lock` to make it")
     key = hashlib.sha256(
-        json.dumps([sorted(requirements), project, (ROOT / "pyproject.toml").read_text()]).encode()
+        json.dumps([path.read_text(), project, (ROOT / "pyproject.toml").read_text()]).encode()
     ).hexdigest()
     stamp = Path(session.virtualenv.location) / ".remat-guide-installed"
     if stamp.is_file() and stamp.read_text() == key:
-        session.log("requirements unchanged since the last run: nothing to install")
+        session.log(f"{path.name} unchanged since the last run: nothing to install")
         return
     stamp.unlink(missing_ok=True)
-    if requirements:
-        session.install(*requirements)
+    # Every line of a lock carries hashes, so pip and uv install in hash-checking mode: exactly
+    # what CI installed, whatever the index holds that day.
+    session.install("-r", str(path))
     if project:
-        session.install("-e", ".")
+        session.install("--no-deps", "-e", ".")
     stamp.write_text(key)
+
+
+def site_python() -> str | None:
+    """The Python the site is built with: this interpreter if it is 3.12 or newer, else the
+    newest python3.13 / python3.12 on PATH; None where there is none."""
+    if sys.version_info >= SITE_PYTHON_MIN:
+        return f"{sys.version_info.major}.{sys.version_info.minor}"
+    for version in ("3.13", "3.12"):
+        exe = shutil.which(f"python{version}")
+        # A pyenv shim is on PATH whether or not its version is selected: ask it to run.
+        if (
+            exe
+            and subprocess.run([exe, "-c", ""], capture_output=True, check=False).returncode == 0
+        ):
+            return version
+    return None
+
+
+SITE_PYTHON = site_python()
+NO_SITE_PYTHON = (
+    "the site is built on the newest JAX (the lock's, for Python 3.12 and newer), which needs "
+    f"Python 3.12 or newer: this is Python {sys.version_info.major}.{sys.version_info.minor} and "
+    "neither python3.12 nor python3.13 is on PATH. Install Python 3.12 (under pyenv: "
+    "PYENV_VERSION=3.11.7:3.12.1) and run again"
+)
+
+
+def require_site_python(session: nox.Session) -> None:
+    if SITE_PYTHON is None:
+        session.error(NO_SITE_PYTHON)
+
+
+#: JAX's persistent compilation cache, shared by the tests, the site build and the notebooks run
+#: of one clone (never committed: it lives under _build/). JAX keys each entry by the program,
+#: the compile options, the backend and the jax and jaxlib versions, so another release or another
+#: program misses it (tests/test_compilation_cache.py shows a changed input missing).
+#: REMAT_GUIDE_JAX_CACHE=off turns it off; another path moves it.
+def jax_cache_env() -> dict[str, str]:
+    where = os.environ.get("REMAT_GUIDE_JAX_CACHE", str(BUILD / "jax-cache"))
+    if where == "off":
+        return {}
+    return {
+        "JAX_COMPILATION_CACHE_DIR": where,
+        # Every program, however quick to compile: the pages and tests compile thousands of small
+        # ones, and the default (programs that took a second or more) would keep almost none.
+        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+        "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
+    }
 
 
 def visible_gpus() -> list[str]:
@@ -91,8 +168,22 @@ def run_pytest(session: nox.Session, backend: str | None, python: str = "python"
     env = {"REMAT_GUIDE_EXPECT_BACKEND": backend} if backend else {}
     if backend == "gpu":
         env["JAX_PLATFORMS"] = "cuda"  # fail loudly instead of falling back to the CPU
-    args = session.posargs or ["-m", "not browser"]
+    else:
+        env |= jax_cache_env()
+    args = session.posargs or ["-m", "not browser", *xdist_args()]
     session.run(python, "-m", "pytest", *args, env=env)
+
+
+def xdist_args() -> list[str]:
+    """pytest-xdist's workers: one per core (REMAT_GUIDE_TEST_WORKERS overrides; 0 runs serially).
+
+    `--dist loadfile` keeps a test file's tests in one worker, so module-scoped fixtures (the
+    expensive measurements a file shares) are computed once, as in a serial run.
+    """
+    workers = os.environ.get("REMAT_GUIDE_TEST_WORKERS", str(os.cpu_count() or 1))
+    if workers in {"0", "1"}:
+        return []
+    return ["-n", workers, "--dist", "loadfile"]
 
 
 @nox.session(venv_backend="none")
@@ -109,7 +200,7 @@ def tests(session: nox.Session) -> None:
 @nox.session(name="tests-cpu", default=False)
 def tests_cpu(session: nox.Session) -> None:
     """pytest against CPU jaxlib."""
-    install(session, *_group("test"))
+    install(session, "test")
     run_pytest(session, "cpu")
 
 
@@ -123,7 +214,7 @@ def tests_cuda(session: nox.Session) -> None:
             "(no driver, or no device visible). Run `nox -s tests-cpu` here instead"
         )
     session.log("GPUs: " + "; ".join(gpus))
-    install(session, *_group("test"), *CUDA_EXTRA)
+    install(session, "cuda")
     run_pytest(session, "gpu")
 
 
@@ -158,7 +249,7 @@ def _sphinx_paths(session: nox.Session) -> list[str]:
     ]
 
 
-@nox.session
+@nox.session(python=SITE_PYTHON or False)
 def docs(session: nox.Session) -> None:
     """Build the site into _build/html, executing every cell; warnings are errors.
 
@@ -166,15 +257,20 @@ def docs(session: nox.Session) -> None:
     _static/wheels/NAME-VERSION-py3-none-any.whl; each page's notebook installs it. Extra
     arguments go to sphinx-build (e.g. `nox -s docs -- -E` to re-read every page).
     """
-    install(session, *_group("docs"))
-    session.run("sphinx-build", "-b", "html", "-W", "--keep-going", "-n", *_sphinx_paths(session))
+    require_site_python(session)
+    install(session, "docs")
+    session.run(
+        *("sphinx-build", "-b", "html", "-W", "--keep-going", "-n", *_sphinx_paths(session)),
+        env=jax_cache_env(),
+    )
     session.log(f"open {HTML / 'index.html'}")
 
 
-@nox.session(default=False)
+@nox.session(python=SITE_PYTHON or False, default=False)
 def serve(session: nox.Session) -> None:
     """Rebuild and reload in the browser while writing: http://127.0.0.1:8000."""
-    install(session, *_group("serve"))
+    require_site_python(session)
+    install(session, "serve")
     session.run(
         "sphinx-autobuild",
         *("--host", "127.0.0.1", "--port", "8000"),
@@ -188,25 +284,13 @@ def browser(session: nox.Session) -> None:
     """Drive the built site in Chromium: console errors, accessibility, search, buttons."""
     if not (HTML / "index.html").is_file():
         session.error(f"no built site at {HTML}; run `nox -s docs` first")
-    install(session, *_group("browser"), project=False)
+    install(session, "browser", project=False)
     # Only the browser tests' file: the others import JAX, which this environment does not have.
     tests = str(ROOT / "tests" / "test_browser.py")
     session.run("python", "-m", "pytest", tests, "-m", "browser", *session.posargs)
 
 
-#: What a reader's environment has in the notebooks session: the package's own dependencies
-#: (JAX, Flax, NumPy), matplotlib for the figures, pip for the setup cell's `%pip install`, and
-#: the notebook runner. Not the package itself: the first notebook's setup cell installs it.
-NOTEBOOK_RUNTIME = [
-    *PYPROJECT["project"]["dependencies"],
-    *(r for r in _group("docs") if r.startswith("matplotlib")),
-    "pip",
-    "nbclient>=0.10",
-    "ipykernel>=6.29",
-]
-
-
-@nox.session(default=False)
+@nox.session(python=SITE_PYTHON or False, default=False)
 def notebooks(session: nox.Session) -> None:
     """Run every notebook of the built site outside the repository, installing from its wheel.
 
@@ -218,14 +302,18 @@ def notebooks(session: nox.Session) -> None:
     """
     if not (HTML / "_sources").is_dir():
         session.error(f"no built site at {HTML}; run `nox -s docs` first")
-    install(session, *NOTEBOOK_RUNTIME, project=False)
+    require_site_python(session)
+    # What a reader's environment has: the package's dependencies (JAX, Flax, NumPy), matplotlib
+    # for the figures, pip for the setup cell's `%pip install`, and the notebook runner (the
+    # `notebooks` dependency group). Not the package itself: the first setup cell installs it.
+    install(session, "notebooks", project=False)
     # A clean start: what an earlier run's setup cell installed goes, so that this run's first
     # notebook installs the package again, from this build's wheel.
     session.run(
         "python", "-m", "pip", "uninstall", "--yes", "--quiet", PYPROJECT["project"]["name"]
     )
     runner = ROOT / "docs" / "_tools" / "run_notebooks.py"
-    session.run("python", str(runner), str(HTML), *session.posargs)
+    session.run("python", str(runner), str(HTML), *session.posargs, env=jax_cache_env())
 
 
 def npm_ci(session: nox.Session) -> Path:
@@ -272,11 +360,11 @@ def lighthouse(session: nox.Session) -> None:
 @nox.session(default=False)
 def check(session: nox.Session) -> None:
     """Check a solution: `nox -s check -- PROBLEM FILE` (no arguments lists the problems)."""
-    install(session)
+    install(session, "notebooks")  # JAX, Flax and matplotlib: what a learner's environment has
     session.run("python", "-m", "examples.check", *session.posargs)
 
 
-@nox.session(default=False)
+@nox.session(python=SITE_PYTHON or False, default=False)
 def lint(session: nox.Session) -> None:
     """The pre-commit hooks over every tracked file, then mypy over src/examples.
 
@@ -285,7 +373,8 @@ def lint(session: nox.Session) -> None:
     fail the run; run again to see what is left. mypy reads the project's dependencies (JAX,
     Flax, NumPy), hence the project's install here (its settings: [tool.mypy] in pyproject.toml).
     """
-    install(session, *_group("lint"))
+    require_site_python(session)
+    install(session, "lint")
     session.run("pre-commit", "run", "--all-files", "--show-diff-on-failure")
     session.run("mypy")
 
@@ -352,7 +441,7 @@ JAX_RELEASES: list[tuple[str, str, str, list[str]]] = [
     ("3.11", "0.7.2", "0.12.0", []),
     ("3.11", "0.8.3", "0.12.6", []),
     ("3.11", "0.9.2", "0.12.6", []),
-    ("3.11", "0.10.2", "0.12.8", []),
+    ("3.11", "0.10.2", "0.12.8", ["jax-py311"]),
     ("3.12", "0.11.2", "0.12.12", []),
     ("3.12", "0.12.0.1", "0.12.12", ["jax-newest"]),
 ]
@@ -367,6 +456,7 @@ JAX_MATRIX_EXCLUDED_FILES = (
     "test_takehome.py",
     "test_lighthouse.py",
     "test_release_data.py",
+    "test_lock.py",
 )
 JAX_MATRIX_DATA = ROOT / "src" / "examples" / "data" / "releases"
 
@@ -381,23 +471,9 @@ def tests_jax(session: nox.Session, jax: str, flax: str) -> None:
     import time
     import xml.etree.ElementTree
 
-    requirements = [
-        f"jax=={jax}",
-        f"flax=={flax}",
-        *("pytest>=8.3", "pytest-timeout>=2.3", "matplotlib>=3.9", "numpy>=2.0"),
-    ]
-    key = hashlib.sha256(
-        json.dumps([requirements, (ROOT / "pyproject.toml").read_text()]).encode()
-    ).hexdigest()
-    stamp = Path(session.virtualenv.location) / ".remat-guide-installed"
+    lock = f"matrix/jax-{jax}"
     start = time.perf_counter()
-    if stamp.is_file() and stamp.read_text() == key:
-        session.log("requirements unchanged since the last run: nothing to install")
-    else:
-        stamp.unlink(missing_ok=True)
-        # One resolve: the project's own bounds must accept this release, or the install fails.
-        session.install(*requirements, "-e", ".")
-        stamp.write_text(key)
+    install(session, lock)
     install_s = time.perf_counter() - start
 
     tmp = Path(session.create_tmp())
@@ -405,14 +481,15 @@ def tests_jax(session: nox.Session, jax: str, flax: str) -> None:
     junit.unlink(missing_ok=True)
     ignores = [f"--ignore={ROOT / 'tests' / name}" for name in JAX_MATRIX_EXCLUDED_FILES]
     # Arguments after `--` replace the test selection (and then no record is written).
-    selection = session.posargs or [str(ROOT / "tests"), *ignores, "-m", "not browser"]
+    everything = [str(ROOT / "tests"), *ignores, "-m", "not browser", *xdist_args()]
+    selection = session.posargs or everything
     start = time.perf_counter()
     session.run(
         *("python", "-m", "pytest", *selection, "-p", "no:cacheprovider", f"--junitxml={junit}"),
         # A test file that fails to import on this release is recorded as that file's error; the
         # other files still run.
         "--continue-on-collection-errors",
-        env={"REMAT_GUIDE_EXPECT_BACKEND": "cpu", "JAX_PLATFORMS": "cpu"},
+        env={"REMAT_GUIDE_EXPECT_BACKEND": "cpu", "JAX_PLATFORMS": "cpu", **jax_cache_env()},
         success_codes=[0, 1],
     )
     tests_s = time.perf_counter() - start
@@ -458,6 +535,49 @@ def _failed_tests(record: Path) -> set[str] | None:
     if not record.is_file():
         return None
     return {item["test"] for item in json.loads(record.read_text())["tests"]["failed"]}
+
+
+# --- The lock ------------------------------------------------------------------------------------
+
+#: What each matrix environment holds besides its jax and flax (and the project's dependencies).
+MATRIX_GROUP = "matrix"
+
+
+@nox.session(default=False)
+def lock(session: nox.Session) -> None:
+    """Re-lock: rewrite every file under locks/ from pyproject.toml and the newest releases.
+
+    Run it after changing a dependency in pyproject.toml or JAX_RELEASES, or to move the site to
+    newer releases (then rebuild and test: the lock is what CI installs). Uses uv's universal
+    resolution (`uv pip compile --universal`), one file per session kind for every supported
+    Python, and one file per release of the matrix; every line carries its hashes.
+    `-- test docs` re-locks some files only (their names under locks/, without .txt).
+    """
+    session.install("uv")
+    wanted = set(session.posargs)
+    common = [
+        *("--universal", "--python-version", LOCK_PYTHON, "--generate-hashes", "--quiet"),
+        *("--custom-compile-command", "nox -s lock"),
+    ]
+    for name, (groups, extras, with_project) in LOCKED.items():
+        if wanted and name not in wanted:
+            continue
+        sources = ["pyproject.toml"] if with_project else []
+        args = [*(f"--group={g}" for g in groups), *(f"--extra={e}" for e in extras)]
+        session.run("uv", "pip", "compile", *sources, *args, *common, "-o", str(lock_file(name)))
+    tmp = Path(session.create_tmp())
+    for python, jax, flax, _ in JAX_RELEASES:
+        name = f"matrix/jax-{jax}"
+        if wanted and name not in wanted:
+            continue
+        pins = tmp / f"jax-{jax}.in"
+        pins.write_text(f"jax=={jax}\nflax=={flax}\n")
+        session.run(
+            *("uv", "pip", "compile", "pyproject.toml", str(pins), f"--group={MATRIX_GROUP}"),
+            *("--python-version", python, "--generate-hashes", "--quiet"),
+            *("--custom-compile-command", "nox -s lock"),
+            *("-o", str(lock_file(name))),
+        )
 
 
 if __name__ == "__main__":

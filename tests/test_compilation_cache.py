@@ -1,0 +1,120 @@
+"""JAX's persistent compilation cache, which the nox sessions share (noxfile.py's jax_cache_env).
+
+The sessions point JAX_COMPILATION_CACHE_DIR at _build/jax-cache so that the site build, the tests
+and the notebooks run compile each program once. That is only safe if a cached program measures
+exactly as a freshly compiled one (the pages print memory and cost analyses and compiled HLO), and
+if a changed input misses the cache instead of reading another program's entry. Each run below is
+a fresh Python process, as the sessions are.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+#: The debug tables at the top of a compiled module's text (source files, functions, locations,
+#: stack frames) and each instruction's metadata, which points into them.
+DEBUG_TABLE = re.compile(r"^(FileNames|FunctionNames|FileLocations|StackFrames)\n(?:.+\n)*", re.M)
+METADATA = re.compile(r", metadata=\{[^}]*\}")
+
+
+def program(hlo: str) -> str:
+    """A compiled module's text without its debug tables and source metadata."""
+    return METADATA.sub("", DEBUG_TABLE.sub("", hlo))
+
+
+PROBE = textwrap.dedent(
+    """
+    import json, sys
+    import jax, jax.numpy as jnp
+
+    events = []
+    jax.monitoring.register_event_listener(lambda name, **kw: events.append(name))
+    width = int(sys.argv[1])
+
+    def loss(w, x):
+        h = x
+        for _ in range(4):
+            h = jax.checkpoint(lambda h: jnp.tanh(h @ w))(h)
+        return h.sum()
+
+    x, w = jnp.ones((64, width)), jnp.ones((width, width))
+    compiled = jax.jit(jax.grad(loss)).lower(w, x).compile()
+    costs = compiled.cost_analysis()
+    costs = costs[0] if isinstance(costs, list) else costs
+    print(json.dumps({
+        "temp": compiled.memory_analysis().temp_size_in_bytes,
+        "flops": costs["flops"],
+        "hlo": compiled.as_text(),
+        "hits": events.count("/jax/compilation_cache/cache_hits"),
+        "misses": events.count("/jax/compilation_cache/cache_misses"),
+    }))
+    """
+)
+
+
+def run(width: int, cache: Path | None) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_")}
+    env["JAX_PLATFORMS"] = "cpu"
+    if cache is not None:
+        env |= {
+            "JAX_COMPILATION_CACHE_DIR": str(cache),
+            "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+            "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
+        }
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, str(width)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    cache = tmp_path_factory.mktemp("jax-cache")
+    return {
+        "uncached": run(32, None),
+        "first": run(32, cache),
+        "again": run(32, cache),
+        "other shape": run(48, cache),
+        "entries": {"count": len(list(cache.iterdir()))},
+    }
+
+
+def test_the_first_run_compiles_and_writes_the_cache(runs: dict[str, dict]) -> None:
+    assert runs["first"]["hits"] == 0
+    assert runs["first"]["misses"] > 0
+    assert runs["entries"]["count"] >= runs["first"]["misses"]
+
+
+def test_the_same_programs_in_a_new_process_are_read_from_the_cache(runs: dict[str, dict]) -> None:
+    assert runs["again"]["misses"] == 0
+    assert runs["again"]["hits"] == runs["first"]["misses"]
+
+
+def test_a_cached_program_measures_as_a_fresh_compile(runs: dict[str, dict]) -> None:
+    for key in ("temp", "flops"):
+        assert runs["again"][key] == runs["uncached"][key], key
+    # The same instructions; only the order of the source-location tables may differ, so a page
+    # that compares compiled programs must compare them without these tables.
+    assert program(runs["again"]["hlo"]) == program(runs["uncached"]["hlo"])
+    assert "FileNames" not in program(runs["again"]["hlo"])
+
+
+def test_a_changed_input_misses_the_cache(runs: dict[str, dict]) -> None:
+    # Another shape is another program: the gradient's programs miss (a shape-free helper
+    # program may still hit), and the measurements are the new program's.
+    assert runs["other shape"]["misses"] > 0
+    assert runs["other shape"]["temp"] != runs["again"]["temp"]
+    assert runs["other shape"]["flops"] > runs["again"]["flops"]
