@@ -21,10 +21,11 @@ Tools, used by every page:
 One module per page, in the site's order:
 
 - :mod:`examples.landing`: the home page's picture of the trade.
-- :mod:`examples.tutorial`, :mod:`examples.tutorial_jit`, :mod:`examples.tutorial_when_not`:
-  the tutorial.
-- :mod:`examples.migration`, :mod:`examples.next_remat`: the migration notes (PR 11830) and
-  JAX's next remat (``jax_remat3``).
+- :mod:`examples.tutorial`, :mod:`examples.tutorial_jit`, :mod:`examples.tutorial_scan`,
+  :mod:`examples.tutorial_when_not`: the tutorial.
+- :mod:`examples.migration`: the migration notes (PR 11830).
+- :mod:`examples.next_remat`, :mod:`examples.remat3_check`: the migration guide to JAX's next
+  remat (``jax_remat3``), and the one-call check of what the flag changes in a function.
 - :mod:`examples.howto`: the how-to guides, one module per guide.
 - :mod:`examples.problems`: the exercises, found by discovery; :mod:`examples.check` is the
   learner's checker (``python -m examples.check``).

@@ -32,18 +32,22 @@ from jax.extend import core as jex_core
 
 from examples import compat
 
+#: ``jax.extend.core.ClosedJaxpr``: a class of its own up to jax 0.11, an alias of ``Jaxpr`` from
+#: jax 0.12 on, which its type stubs do not re-export (hence the lookup by name).
+ClosedJaxpr: Any = getattr(jex_core, "ClosedJaxpr")  # noqa: B009
+
 # --- walking -------------------------------------------------------------------------------------
 
 
 def open_jaxpr(jaxpr: Any) -> Any:
     """A ``Jaxpr`` from a ``Jaxpr`` or a ``ClosedJaxpr``."""
-    return jaxpr.jaxpr if isinstance(jaxpr, jex_core.ClosedJaxpr) else jaxpr
+    return jaxpr.jaxpr if isinstance(jaxpr, ClosedJaxpr) else jaxpr
 
 
 def sub_jaxprs(value: Any) -> Iterator[Any]:
     """The jaxprs held by one equation parameter: a jaxpr, a closed jaxpr, a sequence of them, or
     a remat3 ``RematTraced`` object (whose ``jaxpr`` is the checkpointed function)."""
-    if isinstance(value, jex_core.ClosedJaxpr | jex_core.Jaxpr):
+    if isinstance(value, ClosedJaxpr | jex_core.Jaxpr):
         yield value
     elif isinstance(value, tuple | list):
         for item in value:
@@ -85,7 +89,7 @@ def _remat3_parts(value: Any) -> tuple[Any, Any] | None:
     if type(value).__name__ != "RematTraced":
         return None
     jaxpr, policy = getattr(value, "jaxpr", None), getattr(value, "policy", None)
-    if not isinstance(jaxpr, jex_core.ClosedJaxpr | jex_core.Jaxpr):
+    if not isinstance(jaxpr, ClosedJaxpr | jex_core.Jaxpr):
         return None
     return jaxpr, policy
 
@@ -240,7 +244,7 @@ def _eval_inlining_jit(jaxpr: Any, consts: Any, args: Any) -> list[Any]:
     for eqn in jaxpr.eqns:
         invals = [read(v) for v in eqn.invars]
         inner = eqn.params.get("jaxpr")
-        if eqn.primitive.name in JIT_PRIMITIVES and isinstance(inner, jex_core.ClosedJaxpr):
+        if eqn.primitive.name in JIT_PRIMITIVES and isinstance(inner, ClosedJaxpr):
             outs = _eval_inlining_jit(inner.jaxpr, inner.consts, invals)
         else:
             outs = compat.bind_equation(eqn, invals)

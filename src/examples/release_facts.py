@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 from jax.ad_checkpoint import checkpoint_name
 
-from examples import compat, tutorial
+from examples import compat, measure, next_remat, tutorial
 
 
 def remat_primitive() -> str:
@@ -84,12 +84,14 @@ def _branch_on_flag(x: jax.Array, flag: bool = True) -> jax.Array:
 
 def concrete_true() -> dict[str, str | None]:
     """``jax.checkpoint(f, concrete=True)`` on a function that branches on its argument."""
-    return _outcome(lambda: jax.checkpoint(_branch_on_x, concrete=True)(2.0), jnp.sin(2.0))
+    checkpoint: Any = jax.checkpoint  # `concrete` is gone from its signature on jax 0.11 and later
+    return _outcome(lambda: checkpoint(_branch_on_x, concrete=True)(2.0), jnp.sin(2.0))
 
 
 def concrete_false() -> dict[str, str | None]:
     """``jax.checkpoint(jnp.sin, concrete=False)``: the old default, spelled out."""
-    return _outcome(lambda: jax.checkpoint(jnp.sin, concrete=False)(2.0), jnp.sin(2.0))
+    checkpoint: Any = jax.checkpoint
+    return _outcome(lambda: checkpoint(jnp.sin, concrete=False)(2.0), jnp.sin(2.0))
 
 
 def static_argnames(transform: Callable[..., Any]) -> dict[str, str | None]:
@@ -163,6 +165,82 @@ def checkpoint_keywords() -> list[str]:
     )
 
 
+# --- what the pages' statements rest on (issue 23: one release's answer is not a rule) -----------
+
+
+def kept_by_autodiff(fn: Callable[[jax.Array], jax.Array]) -> list[str]:
+    """What reverse mode keeps for ``fn`` elementwise on an 8 by 4 array, arguments left out:
+    JAX's own listing (``print_saved_residuals``), e.g. ``["f32[8,4] output of tanh"]``."""
+    x = jnp.linspace(-1.0, 1.0, 32, dtype=jnp.float32).reshape(8, 4)
+    return [line for line in _jax_listing(lambda v: jnp.sum(fn(v)), x) if "argument" not in line]
+
+
+def remat_prevent_cse_annotation() -> str:
+    """How ``jax.remat`` declares ``prevent_cse`` (``jax.checkpoint`` takes a bool or a tuple)."""
+    import inspect
+
+    annotation = inspect.signature(jax.remat).parameters["prevent_cse"].annotation
+    return str(getattr(annotation, "__name__", annotation))
+
+
+def both_policies_with_offload() -> dict[str, str | None]:
+    """``save_from_both_policies(nothing_saveable, offload_dot_with_no_batch_dims(...))`` as the
+    policy of a traced gradient: some releases refuse an offloading side, others short-circuit."""
+    P = jax.checkpoint_policies
+    policy = P.save_from_both_policies(
+        P.nothing_saveable, P.offload_dot_with_no_batch_dims("device", "pinned_host")
+    )
+    w = jnp.ones((4, 4))
+    f = jax.checkpoint(lambda w, x: jnp.sum(jnp.tanh(x @ w)), policy=policy)
+    return _outcome(lambda: jax.make_jaxpr(jax.grad(f))(w, jnp.ones((2, 4))))
+
+
+def _products(text: str) -> int:
+    """Matrix products in a program's text: ``stablehlo.dot_general`` as lowered, ``dot(`` as
+    compiled (XLA's HLO)."""
+    return text.count("stablehlo.dot_general") + len(re.findall(r"\sdot\(", text))
+
+
+#: The straight-line stack of :func:`straight_line`: layers, batch, width.
+DEPTH, BATCH, WIDTH = 8, 64, 128
+
+
+def straight_line() -> dict[str, float]:
+    """A straight-line stack of ``DEPTH`` ``tanh(h @ w)`` layers, one ``jax.checkpoint`` per layer,
+    under ``jit``: the products in the lowered and the compiled program, and the compiled temporary
+    memory against the same stack without checkpoints. Whether XLA keeps the recomputation here
+    depends on where its pass that removes optimization barriers runs relative to CSE."""
+    depth, batch, width = DEPTH, BATCH, WIDTH
+    ws = [jnp.full((width, width), 0.01, jnp.float32) for _ in range(depth)]
+    x = jnp.ones((batch, width), jnp.float32)
+
+    def stack(layer: Callable[..., jax.Array]) -> Callable[..., jax.Array]:
+        def loss(ws: list[jax.Array], x: jax.Array) -> jax.Array:
+            for w in ws:
+                x = layer(w, x)
+            return jnp.sum(x)
+
+        return loss
+
+    def layer(w: jax.Array, h: jax.Array) -> jax.Array:
+        return jnp.tanh(h @ w)
+
+    checkpointed, plain = jax.grad(stack(jax.checkpoint(layer))), jax.grad(stack(layer))
+    lowered = jax.jit(checkpointed).lower(ws, x)
+    return {
+        "products_lowered": _products(str(lowered.as_text())),
+        "products_compiled": _products(str(lowered.compile().as_text())),
+        "products_without_checkpoint": _products(
+            str(jax.jit(plain).lower(ws, x).compile().as_text())
+        ),
+        "temp_vs_plain": round(
+            measure.compiled_stats(checkpointed, ws, x).temp_bytes
+            / measure.compiled_stats(plain, ws, x).temp_bytes,
+            2,
+        ),
+    }
+
+
 #: Each fact of the page, and the function that measures it; the keys of a record's "facts".
 FACTS: dict[str, Callable[[], Any]] = {
     "remat_primitive": remat_primitive,
@@ -178,6 +256,11 @@ FACTS: dict[str, Callable[[], Any]] = {
     "except_names_refuses": except_names_refuses_its_name,
     "except_names_bytes": except_names_bytes,
     "remat3": remat3_primitive,
+    "tanh_kept": lambda: kept_by_autodiff(jnp.tanh),
+    "remat_prevent_cse": remat_prevent_cse_annotation,
+    "both_policies_with_offload": both_policies_with_offload,
+    "straight_line": straight_line,
+    "remat3_points": lambda: next_remat.remat3_points(),
 }
 
 

@@ -25,6 +25,7 @@ _NOTES = ("migration notes", "../notes/new-checkpoint-implementation.md")
 _POLICIES = ("policy reference", "policies.md")
 _WRONG = ("how-to: when remat goes wrong", "../howto/when-remat-goes-wrong.md")
 _MEMORY = ("how-to: measure memory", "../howto/measure-memory.md")
+_REMAT3 = ("`jax_remat3` guide", "../notes/jax-remat3.md")
 
 
 def _at(page: tuple[str, str], anchor: str) -> tuple[str, str]:
@@ -67,7 +68,7 @@ FACTS: tuple[Fact, ...] = (
         "names in `jax.checkpoint_policies`",
         (
             _at(_POLICIES, "at-a-glance"),
-            _at(_POLICIES, "policy-classes-newer-releases"),
+            _at(_POLICIES, "policy-classes-some-releases"),
             _at(_TUTORIAL, "the-policies-and-one-name-that-does-not-exist"),
         ),
     ),
@@ -79,14 +80,12 @@ FACTS: tuple[Fact, ...] = (
     Fact(
         "remat_is_checkpoint",
         "`jax.remat is jax.checkpoint`",
-        (
-            _at(_TUTORIAL, "jaxcheckpoint-and-jaxremat"),
-            _at(_NOTES, "jaxremat-is-not-jaxcheckpoint"),
-        ),
+        (_at(_NOTES, "jaxremat-is-not-jaxcheckpoint"),),
     ),
     Fact(
         "checkpoint_keywords",
-        "keyword arguments of `jax.checkpoint`",
+        "keyword arguments `inspect.signature(jax.checkpoint)` shows (before 0.8 it shows the "
+        "wrapped inner function's, which lack `concrete`; the outer one took it)",
         (_at(_NOTES, "checklist-for-upgrading-old-remat-code"),),
     ),
     Fact(
@@ -128,7 +127,34 @@ FACTS: tuple[Fact, ...] = (
     Fact(
         "remat3",
         "`jax_remat3` flag, and what `jax.checkpoint` traces to under it",
-        (_at(_NOTES, "jaxs-next-implementation-jax_remat3"),),
+        (_at(_REMAT3, "what-the-traced-program-looks-like"),),
+    ),
+    Fact(
+        "tanh_kept",
+        "what reverse mode keeps for `tanh` (JAX's listing, arguments left out)",
+        (_at(_TUTORIAL, "what-the-forward-pass-keeps"),),
+    ),
+    Fact(
+        "remat_prevent_cse",
+        "how `jax.remat` declares `prevent_cse`",
+        (_at(_NOTES, "jaxremat-is-not-jaxcheckpoint"),),
+    ),
+    Fact(
+        "both_policies_with_offload",
+        "`save_from_both_policies(nothing_saveable, offload_dot_with_no_batch_dims(...))`",
+        (_at(_POLICIES, "save_from_both_policiespolicy_1-policy_2"),),
+    ),
+    Fact(
+        "straight_line",
+        "straight-line stack of 8 layers, one checkpoint each, under `jit`: products lowered → "
+        "compiled (without checkpoints), compiled temporary memory against no checkpoints",
+        (_at(_TUTORIAL, "straight-line-code-under-jit-what-survives-compilation"),),
+    ),
+    Fact(
+        "remat3_points",
+        "under `jax_remat3`: when the flag is read, plain-function policies, `prevent_cse`, "
+        "static arguments by position, argument names",
+        (_at(_REMAT3, "each-point-on-each-release"),),
     ),
 )
 
@@ -161,6 +187,15 @@ def show(key: str, value: Any) -> str:
         return "no such flag" if value is None else f"flag present; traces to `{value}`"
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if key == "tanh_kept":
+        return _listing(value)
+    if key == "straight_line":
+        return (
+            f"{value['products_lowered']} → {value['products_compiled']} products "
+            f"({value['products_without_checkpoint']}); memory ×{value['temp_vs_plain']:g}"
+        )
+    if key == "remat3_points":
+        return "no such flag" if value is None else "; ".join(value)
     if key == "except_names_bytes":
         mine, everything = value["except_a"], value["everything"]
         if mine == everything:
@@ -175,7 +210,8 @@ def show(key: str, value: Any) -> str:
 
 def _difference(key: str, before: Any, after: Any) -> str:
     """What changed from ``before`` to ``after``, briefly."""
-    if isinstance(before, list) and isinstance(after, list) and key != "dots_residuals":
+    lists_of_names = key not in ("dots_residuals", "tanh_kept", "remat3_points")
+    if isinstance(before, list) and isinstance(after, list) and lists_of_names:
         added = [f"`{n}`" for n in after if n not in before]
         removed = [f"`{n}`" for n in before if n not in after]
         parts = [f"added {', '.join(added)}"] * bool(added)
