@@ -130,12 +130,36 @@ def test_nothing_saveable_itself_is_not_reported_as_saving_nothing(model):
 
 
 @pytest.mark.skipif(not jaxprs.remat3_available(), reason="no jax_remat3 flag")
-def test_under_remat3_a_plain_function_policy_keeps_nothing_and_says_why(model):
-    policy = P.save_anything_except_these_names("attn_logits")
+def test_under_remat3_a_plain_function_policy_gets_this_releases_answer(model):
+    """jax 0.10 never asks a plain-function policy under jax_remat3 (full recompute); jax 0.12
+    asks it about products and named values. The diagnostic says which, as detected."""
+    asked = dg.remat3_asks_plain_policies()
+    # The detection against JAX's own listing: a keep-everything function keeps something
+    # exactly where the policy is asked at all.
+    h, p = model[1], one_layer(model[0])
+    with jaxprs.remat3():
+        direct = saved_residuals(jax.checkpoint(layer, policy=lambda *_, **__: True), h, p)
+    assert bool(asked) == bool(direct.excluding_arguments())
+    policy = P.save_anything_except_these_names("attn_logits")  # a lambda returning True
     with jaxprs.remat3():
         report = dg.diagnose(scanned(policy), *model)
-    assert report.codes == ["same-as-nothing"]
-    assert "plain function" in report.findings[0].message
+    (c,) = report.checkpoints
+    if not asked:
+        assert report.codes == ["same-as-nothing"]
+        assert "plain function" in report.findings[0].message
+        assert c.kept.excluding_arguments() == ()
+    else:
+        assert report.codes == ["remat3-plain-policy"]
+        assert all(repr(name) in report.findings[0].message for name in asked)
+        # It keeps what it is asked about and recomputes the rest.
+        kept = c.kept.excluding_arguments()
+        assert 0 < kept.nbytes < c.everything.excluding_arguments().nbytes
+        assert {r.primitive or "name" for r in kept} <= asked | {"name"}
+
+
+def test_without_remat3_a_plain_function_policy_gets_no_remat3_note(model):
+    report = dg.diagnose(scanned(P.save_anything_except_these_names("attn_logits")), *model)
+    assert "remat3-plain-policy" not in report.codes
 
 
 # --- same-as-everything --------------------------------------------------------------------------

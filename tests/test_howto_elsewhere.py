@@ -166,3 +166,23 @@ def test_the_named_block_names_each_projection_after_what_it_is():
     assert names["query_proj"] is q
     assert names["key_proj"] is k
     assert names["value_proj"] is v
+
+
+def test_megatron_selective_keeps_the_products_and_recomputes_the_attention_core():
+    cfg = models.Config(layers=2, batch=2, seq=16, width=32, heads=4)  # seq and width differ
+    with pytest.raises(ValueError, match="other than the width"):
+        el.selective_rows(CFG)
+    rows = {r.label: r for r in el.selective_rows(cfg)}
+    full = rows["full: nothing_saveable"]
+    keep_all = rows["keep all: everything_saveable"]
+    assert full.per_layer_bytes == 0 and not full.keeps_seq_by_seq
+    assert keep_all.keeps_seq_by_seq
+    selective = [rows[label] for label in el.MEGATRON_SELECTIVE]
+    for row in selective:
+        assert not row.keeps_seq_by_seq, row.label
+        assert 0 < row.per_layer_bytes < keep_all.per_layer_bytes, row.label
+        assert row.flops < full.flops, row.label  # the kept products are not recomputed
+    # The three writings keep the same values on the MaxText-named block.
+    assert len({row.per_layer_bytes for row in selective}) == 1
+    table = el.selective_table(list(rows.values()))
+    assert table.column("FLOPs vs full")[0] == "1.00×"

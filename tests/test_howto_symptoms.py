@@ -7,6 +7,8 @@ qualitative claim the page makes is checked on every run.
 
 from __future__ import annotations
 
+import inspect
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -52,8 +54,22 @@ def test_the_whole_loss_checkpoint_keeps_nothing_and_saves_no_compiled_memory(ro
 
 def test_everything_saveable_keeps_what_no_checkpoint_keeps(rows):
     every, none = rows["block, everything_saveable"], rows["no checkpoint"]
-    assert every.kept_bytes == none.kept_bytes
-    assert every.temp_bytes == pytest.approx(none.temp_bytes, rel=0.05)
+    free = rows[symptoms.EVERYTHING_NO_BARRIER]
+    # By JAX's account it keeps exactly what no checkpoint keeps ...
+    assert every.kept_bytes == free.kept_bytes == none.kept_bytes
+    # ... and XLA saves nothing for it: without the barrier the step compiles to the memory of no
+    # checkpoint; with it (the default prevent_cse=True), to at least as much (jax 0.12's XLA
+    # gives it more temporaries, jax 0.10's the same).
+    assert free.temp_bytes == pytest.approx(none.temp_bytes, rel=0.05)
+    assert every.temp_bytes >= 0.95 * none.temp_bytes
+
+
+def test_the_difference_is_the_barrier_prevent_cse_adds():
+    params, x = symptoms.inputs(CFG)
+    losses = symptoms.variants(CFG)
+    assert symptoms.barriers(losses["block, everything_saveable"], params, x) > 0
+    assert symptoms.barriers(losses[symptoms.EVERYTHING_NO_BARRIER], params, x) == 0
+    assert symptoms.barriers(losses["no checkpoint"], params, x) == 0
 
 
 def test_saving_the_logits_keeps_more_than_saving_the_mlp_activations(rows):
@@ -142,12 +158,19 @@ def test_a_static_argument_passed_by_keyword_is_refused(layer_args):
 
 
 def test_static_argnames_is_ignored_on_the_default_implementation(layer_args):
+    if "static_argnames" not in inspect.signature(jax.checkpoint).parameters:
+        # Releases before 0.10 have no such keyword: the call itself is refused.
+        with pytest.raises(TypeError, match="static_argnames"):
+            jax.checkpoint(symptoms.scaled_block, static_argnames=("train",))
+        return
     body = jax.checkpoint(symptoms.scaled_block, static_argnames=("train",))
     with pytest.raises(jax.errors.TracerBoolConversionError):
         jax.grad(_loss(body, train=True))(*layer_args)
 
 
-@pytest.mark.skipif(not jaxprs.remat3_available(), reason="no jax_remat3 flag")
+@pytest.mark.skipif(
+    not jaxprs.remat3_available(), reason=f"jax {jax.__version__} lacks the jax_remat3 flag"
+)
 def test_static_argnames_works_under_remat3(layer_args):
     with jaxprs.remat3():
         body = jax.checkpoint(symptoms.scaled_block, static_argnames=("train",))

@@ -33,3 +33,34 @@ def test_transformer_block_keeps_shape_and_config_checks_heads():
     assert models.block(x, one, cfg.heads).shape == x.shape
     with pytest.raises(ValueError, match="not divisible"):
         models.Config(layers=1, batch=1, seq=2, width=10, heads=3)
+
+
+def _backward_counts(policy: object) -> tuple[int, int]:
+    """Matrix products and exponentials in the traced gradient of one checkpointed block."""
+    import functools
+
+    cfg = models.Config(layers=1, batch=1, seq=8, width=16, heads=2)
+    one = jax.tree.map(lambda w: w[0], models.init_params(cfg))
+    block = jax.checkpoint(functools.partial(models.named_block, heads=2), policy=policy)
+    grad = jax.grad(lambda x, p: block(x, p).sum())
+    text = str(jax.make_jaxpr(grad)(models.init_inputs(cfg), one))
+    return text.count("dot_general"), text.count(" exp ")
+
+
+def test_keeping_attn_probs_spares_no_recomputation():
+    # named_block's comment: softmax's derivative reads its own output, so keeping the named
+    # copy recomputes as many products and exponentials as keeping nothing.
+    cp = jax.checkpoint_policies
+    nothing = _backward_counts(cp.nothing_saveable)
+    assert _backward_counts(cp.save_only_these_names("attn_probs")) == nothing
+    assert _backward_counts(cp.everything_saveable) < nothing  # the count does see a saving
+
+
+def test_named_block_names_match_its_source():
+    import inspect
+
+    source = inspect.getsource(models.named_block)
+    calls = [line for line in source.splitlines() if "= checkpoint_name(" in line]
+    assert len(calls) == len(models.BLOCK_NAMES) == 3
+    for name in models.BLOCK_NAMES:
+        assert f'"{name}")' in source

@@ -223,6 +223,23 @@ def test_pinning_the_saved_carry(eight):
     # Pinned to the data axis alone: more memory and more FLOPs per device.
     assert two.temp_bytes > all_eight.temp_bytes
     assert two.flops > all_eight.flops
+    # ... but not four times the work: XLA reshards around the pinned carry, with more
+    # all-gathers and more bytes gathered per step (the page names both).
+    assert two.flops < 4 * all_eight.flops
+    gathers = lambda r: r.gathers_forward + r.gathers_backward  # noqa: E731
+    assert gathers(two) > gathers(all_eight)
+    assert two.gathered_bytes > all_eight.gathered_bytes
+
+
+@pytest.mark.slow
+def test_keeping_the_gelu_output_spares_no_flops(eight):
+    # GELU's derivative reads its input, so keeping its output leaves the product before it to
+    # be recomputed: no fewer FLOPs than keeping nothing, and more memory.
+    data, _ = eight
+    steps = _steps(data, "jit")
+    hidden, nothing = steps["save_only_these_names('mlp_hidden')"], steps["nothing_saveable"]
+    assert hidden["flops"] >= nothing["flops"]
+    assert hidden["temp_bytes"] > nothing["temp_bytes"]
 
 
 # --- host offload -------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """The tutorial's compiled measurements: a scan's FLOP count covers one pass through each loop
-body; a checkpointed scan body keeps its recomputation; in straight-line code XLA merges it back.
+body; a checkpointed scan body keeps its recomputation; in straight-line code the optimization
+barriers decide what CSE may merge, and the XLA release decides when they are removed.
 
 The relations the page states about XLA are asserted on the CPU backend, the one that builds the
 site; XLA:GPU and XLA:TPU run other pipelines, and the page words its verdicts from whatever
@@ -13,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from examples import compat
 from examples import tutorial_jit as J
 from examples.models import scan_loss
 from examples.residuals import saved_residuals
@@ -57,7 +59,10 @@ def test_plain_and_dots_bodies_keep_one_activation_shaped_array_each():
     h, W_b = jnp.ones((4, 8)), (jnp.ones((8, 8)), jnp.ones(8))
     plain = saved_residuals(J.SCAN_BODIES["plain body"], h, W_b).excluding_arguments()
     dots = saved_residuals(J.SCAN_BODIES["dots policy (decorator)"], h, W_b).excluding_arguments()
-    assert [(r.primitive, r.shape) for r in plain] == [("div", (4, 8))]
+    # The ReLU's derivative: JAX's rule for max built it with a div up to 0.10 and with a
+    # select_n from 0.11 on (the release records); the page glues the name it finds.
+    relu_rule = "div" if compat.jax_version() < (0, 11) else "select_n"
+    assert [(r.primitive, r.shape) for r in plain] == [(relu_rule, (4, 8))]
     assert [(r.primitive, r.shape) for r in dots] == [("dot_general", (4, 8))]
 
 
@@ -84,8 +89,10 @@ def test_scan_rows_per_body():
     # The checkpointed body keeps its recomputation and lowers XLA's memory.
     assert ck.flops > plain.flops
     assert ck.temp_bytes < plain.temp_bytes
-    # prevent_cse=False changes nothing inside a scan.
-    assert (nocse.temp_bytes, nocse.flops) == (ck.temp_bytes, ck.flops)
+    # Without the barrier the recomputation is kept as well (same FLOPs). The buffers may differ
+    # by a few bytes between releases (0.11 and 0.12: 512 B), not by a layer's residuals.
+    assert nocse.flops == ck.flops
+    assert abs(nocse.temp_bytes - ck.temp_bytes) < 0.01 * plain.temp_bytes
     assert dots.flops >= plain.flops
     table = J.scan_table(list(rows.values()))
     assert table.column("vs plain")[0] == "1.00×"
@@ -94,37 +101,66 @@ def test_scan_rows_per_body():
 @cpu_only
 def test_scan_facts_follow_the_rows():
     rows = J.scan_rows(DEPTH, BATCH, WIDTH)
+    by = {r.body: r for r in rows}
+    ck, nocse = by["jax.checkpoint(body)"], by["jax.checkpoint(body, prevent_cse=False)"]
     facts = J.scan_facts(rows, J.flops_by_depth((4, 8), BATCH, WIDTH))
     assert facts["scan_count_verdict"] == "the same at both depths"
-    assert facts["scan_nocse_verdict"] == "exactly the figures of the default"
+    assert facts["scan_nocse_verdict"] == (
+        f"{J.relation(nocse.temp_bytes, ck.temp_bytes)} the default body, at 1.00 times its FLOPs"
+    )
     assert facts["scan_ck_temp_relation"].endswith("less temporary memory than")
     assert facts["tldr_scan"].startswith("kept its recomputation and cut")
 
 
+@pytest.fixture(scope="module")
+def straight():
+    return {r.name: r for r in J.straight_line_rows(DEPTH, BATCH, WIDTH)}
+
+
 @cpu_only
-def test_straight_line_checkpoints_are_undone_by_xla():
-    rows = {r.name: r for r in J.straight_line_rows(DEPTH, BATCH, WIDTH)}
-    plain, ck = rows["no checkpoint"], rows["jax.checkpoint per layer"]
-    nocse = rows["jax.checkpoint per layer, prevent_cse=False"]
-    pass_off = rows["no checkpoint, XLA remat pass off"]
+def test_straight_line_barriers_decide_what_cse_may_merge(straight):
+    plain, ck = straight["no checkpoint"], straight["jax.checkpoint per layer"]
+    nocse, kept = straight["jax.checkpoint per layer, prevent_cse=False"], straight[J.BARRIERS_KEPT]
     # JAX emits the recomputation (one product per layer) behind one barrier per layer...
     assert ck.lowered_dots == plain.lowered_dots + DEPTH
     assert ck.lowered_barriers == DEPTH
     assert nocse.lowered_barriers == 0
-    # ...and XLA's optimized program has neither.
+    # ...without a barrier, CSE merges every recomputed product with the forward one...
+    assert nocse.compiled_dots == plain.compiled_dots
+    assert nocse.flops == plain.flops
+    # ...and with the barriers left in place to the end, every one survives and memory drops.
+    if kept.compiled_barriers == 0:
+        pytest.skip("this XLA has no cse_barrier_expander pass to switch off")
+    assert kept.compiled_barriers == DEPTH
+    assert kept.compiled_dots == kept.lowered_dots
+    assert kept.temp_bytes < plain.temp_bytes
+    # The default sits at one end or the other, depending on the pass order of the release.
     assert ck.compiled_barriers == 0
-    assert ck.compiled_dots == plain.compiled_dots
-    assert ck.flops == plain.flops
-    assert ck.temp_bytes >= plain.temp_bytes  # "saved no memory"
-    assert J.same_figures(nocse, ck)
-    assert J.same_figures(pass_off, plain)  # XLA's remat pass changes nothing here
-    facts = J.straight_line_facts(list(rows.values()))
+    assert ck.compiled_dots in (plain.compiled_dots, ck.lowered_dots)
+
+
+@cpu_only
+def test_straight_line_facts_follow_the_rows(straight):
+    plain, ck = straight["no checkpoint"], straight["jax.checkpoint per layer"]
+    facts = J.straight_line_facts(list(straight.values()))
+    survived = ck.compiled_dots > plain.compiled_dots
     assert facts["sl_ck_extra"] == DEPTH
-    assert facts["sl_recompute_survived"] is False
-    assert facts["sl_memory_saved"] is False
-    assert facts["tldr_straight"].endswith("lost their recomputation to XLA and saved no memory")
-    assert facts["sl_pass_off_verdict"].startswith("changes nothing")
-    assert facts["sl_conclusion"].startswith("On this backend, then, XLA undid")
+    assert facts["sl_recompute_survived"] is survived
+    assert facts["sl_memory_saved"] is (ck.temp_bytes < plain.temp_bytes)
+    assert facts["sl_nocse_verdict"].startswith(f"all {DEPTH} recomputed products were merged")
+    assert facts["sl_order"].startswith("after CSE" if survived else "before CSE")
+    # The outcome belongs to the XLA release: the same program lost its recomputation to CSE
+    # on jaxlib 0.10.2 (cse_barrier_expander ran before CSE there) and kept it on 0.12.0.1
+    # (the pass runs after scheduling), as the page says. Other releases: either, consistently.
+    release = compat.jax_version()[:3]
+    if release == (0, 10, 2):
+        assert (survived, facts["sl_memory_saved"]) == (False, False)
+        assert facts["tldr_straight"].endswith(
+            "lost their recomputation to CSE and saved no memory"
+        )
+    elif release == (0, 12, 0):
+        assert (survived, facts["sl_memory_saved"]) == (True, True)
+        assert "kept their recomputation and used" in facts["tldr_straight"]
 
 
 def test_xla_row_counts_products_and_barriers_in_both_programs():
@@ -133,13 +169,6 @@ def test_xla_row_counts_products_and_barriers_in_both_programs():
     assert (plain.lowered_dots, plain.lowered_barriers) == (2, 0)
     barrier = J.xla_row("barrier", lambda a: jnp.sum(jax.lax.optimization_barrier(a) @ a), x)
     assert barrier.lowered_barriers == 1
-
-
-def test_remat_pass_switch_is_restored():
-    before = jax.config.jax_compiler_enable_remat_pass
-    with J.xla_remat_pass(not before):
-        assert jax.config.jax_compiler_enable_remat_pass is (not before)
-    assert jax.config.jax_compiler_enable_remat_pass is before
 
 
 def test_relation_words():

@@ -47,25 +47,34 @@ def test_the_whole_function_keeps_nothing_but_peaks_as_high(rows):
     plain, whole = rows["no checkpoint"], rows["the whole loss"]
     assert whole.residual_bytes == 0
     assert plain.residual_bytes > 0
-    assert whole.traced_peak_bytes == plain.traced_peak_bytes
+    # Not lower: equal on recent releases, higher on 0.5 (release records); the page glues
+    # the relation it measured.
+    assert whole.traced_peak_bytes >= plain.traced_peak_bytes
     # jax.grad alone: the first forward pass is unused and dropped before XLA sees it.
     assert whole.grad.lowered_dots == plain.grad.lowered_dots
 
 
 @cpu_only
-def test_the_whole_function_costs_a_forward_pass_under_value_and_grad(rows):
+def test_the_whole_function_under_value_and_grad(rows):
     plain, whole = rows["no checkpoint"], rows["the whole loss"]
     nocse = rows["the whole loss, prevent_cse=False"]
     vg, base = whole.value_and_grad, plain.value_and_grad
-    assert vg.compiled_dots > base.compiled_dots
-    assert vg.flops / base.flops > 1.2
+    facts = N.not_worth_it_facts(list(rows.values()))
     assert vg.temp_bytes >= base.temp_bytes  # no memory saved
     # Without the barrier XLA merges the extra forward pass away.
     assert nocse.value_and_grad.compiled_dots == base.compiled_dots
-    facts = N.not_worth_it_facts(list(rows.values()))
-    assert facts["whole_peak_relation"] == "the same traced peak as"
-    assert facts["whole_vg_products"] > facts["plain_vg_products"]
     assert facts["whole_nocse_products"] == facts["plain_vg_products"]
+    # Behind the barrier it is kept since 0.10, merged up to 0.9 (release records); the page's
+    # sentence is glued from what this release did.
+    if vg.compiled_dots > base.compiled_dots:
+        assert vg.flops / base.flops > 1.2
+        assert facts["whole_barrier_verdict"].startswith("the barrier is what keeps")
+    else:
+        assert vg.compiled_dots == base.compiled_dots
+        assert facts["whole_barrier_verdict"].startswith("XLA merged the extra forward pass")
+    assert facts["whole_peak_relation"] == N.relation(
+        whole.traced_peak_bytes, plain.traced_peak_bytes, "traced peak"
+    )
     assert facts["whole_grad_products"] == facts["plain_grad_products"]
 
 

@@ -21,8 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from examples.display import Table, format_ratio
-from examples.measure import Timing, time_call
+from examples.display import Table
 from examples.paths import scrub_paths
 from examples.residuals import Residuals, saved_residuals
 from examples.tutorial import layer, predict
@@ -128,63 +127,6 @@ def constant_residuals() -> dict[str, Residuals]:
         "no checkpoint": saved_residuals(weighted_sum, 2.0),
         "jax.checkpoint": saved_residuals(jax.checkpoint(weighted_sum), 2.0),
     }
-
-
-# --- 2c. Python overhead in eager use ------------------------------------------------------------
-
-
-def _small_model(x: jax.Array) -> jax.Array:
-    for _ in range(8):
-        x = jnp.tanh(x) * 1.5
-    return jnp.sum(x)
-
-
-def eager_overhead(repeats: int = 20) -> dict[str, Timing]:
-    """Seconds per gradient of a small checkpointed function, op by op and compiled."""
-    x = jnp.linspace(-1.0, 1.0, 16)
-    grad_remat = jax.grad(jax.checkpoint(_small_model))
-    return {
-        "eager, no checkpoint": time_call(jax.grad(_small_model), x, repeats=repeats),
-        "eager, jax.checkpoint": time_call(grad_remat, x, repeats=repeats),
-        "jit, jax.checkpoint": time_call(jax.jit(grad_remat), x, repeats=repeats),
-    }
-
-
-def overhead_verdict(timings: dict[str, Timing]) -> str:
-    """Two sentences on :func:`eager_overhead`'s timings, claiming an order only where the
-    ranges (fastest to slowest call) do not overlap."""
-    eager = timings["eager, jax.checkpoint"]
-    plain = timings["eager, no checkpoint"]
-    jitted = timings["jit, jax.checkpoint"]
-    ratio = format_ratio(eager.median_s, jitted.median_s)
-    against_jit = eager.compare(jitted)
-    if against_jit == "within the noise":
-        first = (
-            "Op by op and compiled, the checkpointed gradient's times overlap: on this build "
-            "the difference is within the noise."
-        )
-    else:
-        first = (
-            f"Op by op, the checkpointed gradient is {against_jit} than its compiled version "
-            f"({ratio} at the median, and the two ranges do not overlap)."
-        )
-    against_plain = eager.compare(plain)
-    if against_plain == "within the noise":
-        second = (
-            "With and without `jax.checkpoint`, the eager gradients' ranges overlap: on this "
-            "build remat neither clearly adds nor removes eager overhead."
-        )
-    elif against_plain == "slower":
-        second = (
-            "Run eagerly, the checkpointed gradient is slower than the plain one (the ranges do "
-            "not overlap): remat adds eager overhead on this build."
-        )
-    else:
-        second = (
-            "Run eagerly, the checkpointed gradient is faster than the plain one (the ranges do "
-            "not overlap): on this build remat adds no eager overhead for this function."
-        )
-    return f"{first} {second}"
 
 
 # --- 2d. What the simpler internals made possible ---------------------------------------------
@@ -361,6 +303,23 @@ def signature_table() -> Table:
         for name in ours
     ]
     return Table(["parameter", "`jax.checkpoint`", "`jax.remat`"], rows, ["left"] * 3)
+
+
+def concrete_error(wrapper: Callable[..., Any] = jax.checkpoint) -> str:
+    """What ``wrapper(sin, concrete=False)`` raises on the installed JAX: ``"Type: first line"``.
+
+    ``"accepted"`` where it does not raise (releases before 0.10 accepted ``concrete=False``).
+    """
+    try:
+        wrapper(jnp.sin, concrete=False)
+    except Exception as error:
+        return f"{type(error).__name__}: {str(error).splitlines()[0]}"
+    return "accepted"
+
+
+def prevent_cse_declarations() -> tuple[str, str]:
+    """How ``jax.checkpoint`` and ``jax.remat`` annotate ``prevent_cse`` on the installed JAX."""
+    return parameters(jax.checkpoint)["prevent_cse"], parameters(jax.remat)["prevent_cse"]
 
 
 def prevent_cse_recorded(wrapper: Callable[..., Any], prevent_cse: Any) -> Any:

@@ -137,7 +137,9 @@ def named_block(
     if attention == "einsum":
         logits = jnp.einsum("bqhd,bkhd->bhqk", q, k, preferred_element_type=jnp.float32)
         probs = jax.nn.softmax(logits / math.sqrt(d // heads), axis=-1)
-        probs = checkpoint_name(probs, "attn_probs")  # float32: what softmax's derivative reads
+        # A name for the attention weights. Keeping them spares no recomputation: softmax's own
+        # derivative reads its internal output, not this named copy (howto/choose-policy).
+        probs = checkpoint_name(probs, "attn_probs")
         attended = jnp.einsum("bhqk,bkhd->bqhd", probs.astype(h.dtype), v)
     elif attention == "dot_product_attention":
         attended = jax.nn.dot_product_attention(q, k, v)
@@ -148,3 +150,28 @@ def named_block(
     h = h + attended.reshape(b, s, d) @ p["wo"]
     pre = checkpoint_name(rms_norm(h) @ p["w1"], "mlp_pre")
     return h + jax.nn.gelu(pre) @ p["w2"]
+
+
+# --- a residual MLP (the landing page) ------------------------------------------------------------
+
+
+def mlp_layer(h: jax.Array, p: dict[str, jax.Array]) -> jax.Array:
+    """One residual MLP block: ``h + gelu(rms_norm(h) @ w1) @ w2``, widening then narrowing."""
+    return h + jax.nn.gelu(rms_norm(h) @ p["w1"]) @ p["w2"]
+
+
+def stacked_mlp(
+    depth: int = 16, batch: int = 64, width: int = 128, ratio: int = 4, seed: int = 0
+) -> tuple[dict[str, jax.Array], jax.Array]:
+    """Weights of ``depth`` :func:`mlp_layer` blocks, stacked for ``jax.lax.scan``, and an input.
+
+    ``w1`` is ``(depth, width, ratio * width)`` and ``w2`` the way back, each scaled by the square
+    root of its fan-in; the input is ``(batch, width)``.
+    """
+    k1, k2, kx = jax.random.split(jax.random.key(seed), 3)
+    hidden = ratio * width
+    weights = {
+        "w1": jax.random.normal(k1, (depth, width, hidden)) / math.sqrt(width),
+        "w2": jax.random.normal(k2, (depth, hidden, width)) / math.sqrt(hidden),
+    }
+    return weights, jax.random.normal(kx, (batch, width))

@@ -127,8 +127,9 @@ CATALOGUE: tuple[Entry, ...] = (
     Entry(
         "save_from_both_policies",
         "combinator",
-        "whatever either of two policies allows (their union); both must answer with a bool, "
-        "so an offload policy cannot be combined",
+        "whatever either of two policies allows (their union). The combined function insists "
+        "on two bools, so an offload policy can join it only where the release hands back the "
+        "other policy unchanged for `nothing_saveable` (see `combination_short_circuits()`)",
         "combining a structural rule with names, e.g. products plus one named activation",
         lambda: P.save_from_both_policies(
             P.dots_with_no_batch_dims_saveable, P.save_only_these_names("hidden")
@@ -157,8 +158,8 @@ CATALOGUE: tuple[Entry, ...] = (
     ),
 )
 
-#: Classes that newer releases (jax 0.11.2, for one) also export: the types of the objects the
-#: name-based factories return. Calling the factory is the documented way to build one.
+#: Classes that some releases export (see :func:`releases_exporting_classes`): the types of the
+#: objects the name-based factories return there. Calling the factory is the documented way.
 POLICY_CLASSES = {
     "SaveOnlyTheseNames": "save_only_these_names",
     "SaveAnyNamesButThese": "save_any_names_but_these",
@@ -205,6 +206,19 @@ def classes_behind_factories() -> dict[str, bool]:
         for cls, factory in POLICY_CLASSES.items()
         if hasattr(P, cls)
     }
+
+
+def releases_exporting_classes(records: list[dict[str, Any]] | None = None) -> list[str]:
+    """The recorded JAX releases (the committed ones by default) whose policies module exported
+    them, read from each record's ``facts.policy_names``, oldest first."""
+    from examples import releases  # it reads the pages' facts: import late
+
+    records = releases.load_all() if records is None else records
+    return [
+        r["runinfo"]["jax"]
+        for r in records
+        if set(POLICY_CLASSES) <= set(r["facts"]["policy_names"])
+    ]
 
 
 def present() -> tuple[Entry, ...]:
@@ -280,7 +294,7 @@ def describe_saved(listing: Residuals) -> str:
     counts: dict[str, int] = {}
     for r in listing.excluding_arguments():
         label = r.name if r.name is not None else (r.detail or r.kind)
-        if "<host>" in r.type_str or "pinned_host" in r.type_str:
+        if r.on_host:
             label += " (on host)"
         counts[label] = counts.get(label, 0) + 1
     if not counts:
@@ -416,22 +430,19 @@ def keep_big_products(min_elements: int) -> Callable[..., bool]:
     return policy
 
 
-def names_to_host(*names: str) -> Callable[..., Any]:
-    """A custom policy using JAX's three answers instead of a bool.
+# --- behaviour that differs between releases, detected on the installed JAX ---------------------
 
-    Values named in ``names`` go to pinned host memory (``Offloadable``), other matrix products
-    without batch dimensions stay on the device (``Saveable``), and the rest is recomputed
-    (``Recompute``).
-    """
-    from jax.ad_checkpoint import Offloadable, Recompute, Saveable
 
-    def policy(prim: Any, *avals: Any, **params: Any) -> Any:
-        if prim.name == "name" and params.get("name") in names:
-            return Offloadable(src="device", dst="pinned_host")
-        if prim.name == "dot_general":
-            (_, _), (lhs_batch, rhs_batch) = params["dimension_numbers"]
-            if not lhs_batch and not rhs_batch:
-                return Saveable
-        return Recompute
+def combination_short_circuits() -> bool:
+    """Does ``save_from_both_policies(nothing_saveable, other)`` return ``other`` itself? Newer
+    releases do; older ones always build a function that raises unless both answer a bool."""
+    other = P.offload_dot_with_no_batch_dims(**_OFFLOAD)
+    return P.save_from_both_policies(P.nothing_saveable, other) is other
 
-    return policy
+
+def alias_listed_with_its_input(name: str = "hidden") -> bool:
+    """Does the listing without a checkpoint show the value named ``name`` *and* its unnamed input
+    (the ``tanh`` output, listed where the release's derivative of ``tanh`` reads it)? Both
+    entries are one buffer: ``checkpoint_name`` is an identity."""
+    listing = residuals(None).excluding_arguments()
+    return name in [r.name for r in listing] and "tanh" in [r.primitive for r in listing]

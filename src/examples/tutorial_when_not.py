@@ -97,6 +97,18 @@ def not_worth_it_table(rows: list[NotWorthItRow]) -> Table:
     )
 
 
+def _barrier_verdict(with_barrier: int, without: int, plain: int) -> str:
+    """What the optimization barrier did to the whole loss's extra forward pass."""
+    if with_barrier == plain:
+        return "XLA merged the extra forward pass away even behind the barrier"
+    if without == plain:
+        return (
+            f"the barrier is what keeps the extra forward pass: with prevent_cse=False the "
+            f"program has {without} products"
+        )
+    return f"with prevent_cse=False the program still has {without} products"
+
+
 def not_worth_it_facts(rows: list[NotWorthItRow]) -> dict[str, Any]:
     by = {r.name: r for r in rows}
     plain, lone = by["no checkpoint"], by["each Dense on its own"]
@@ -123,6 +135,9 @@ def not_worth_it_facts(rows: list[NotWorthItRow]) -> dict[str, Any]:
         "whole_vg_flops_ratio": (vg.flops or 0) / (base.flops or 1),
         "whole_vg_memory_relation": relation(vg.temp_bytes, base.temp_bytes),
         "whole_nocse_products": whole_nocse.value_and_grad.compiled_dots,
+        "whole_barrier_verdict": _barrier_verdict(
+            vg.compiled_dots, whole_nocse.value_and_grad.compiled_dots, base.compiled_dots
+        ),
         "whole_grad_products": whole.grad.lowered_dots,
         "plain_grad_products": plain.grad.lowered_dots,
     }

@@ -13,17 +13,22 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import statistics
+import time
+import warnings
 from collections.abc import Callable, Sequence
+from types import ModuleType
 from typing import Any
 
 import jax
+import jax.export  # an attribute of jax only once imported, on older releases
 import jax.numpy as jnp
 from jax.ad_checkpoint import checkpoint_name
 
 from examples import compat
 from examples.display import Table, format_bytes, format_ratio
 from examples.jaxprs import walk
-from examples.measure import MIN_REPEATS, CompiledStats, Timing, compiled_stats, time_call
+from examples.measure import MIN_REPEATS, CompiledStats, Timing, compiled_stats
 from examples.models import Attention, Config, init_inputs, init_params, scan_layers
 from examples.models import named_block as block
 from examples.residuals import Residuals, saved_residuals
@@ -83,6 +88,57 @@ CANDIDATES: dict[str, Any] = {
 }
 
 
+def time_interleaved(
+    steps: dict[str, Callable[..., Any]], *args: Any, repeats: int = MIN_REPEATS, warmup: int = 2
+) -> dict[str, Timing]:
+    """Time several compiled steps in turns: one call of each, round after round.
+
+    On a shared machine the load drifts while a page builds; timing one step after the other would
+    hand each a different share of that drift. In turns, every step meets the same drift, and each
+    gets a median with its fastest and slowest call (:class:`~examples.measure.Timing`).
+    """
+    if repeats < MIN_REPEATS:
+        raise ValueError(f"repeats must be at least {MIN_REPEATS}, not {repeats}")
+    for _ in range(warmup):
+        for step in steps.values():
+            jax.block_until_ready(step(*args))
+    samples: dict[str, list[float]] = {label: [] for label in steps}
+    for _ in range(repeats):
+        for label, step in steps.items():
+            start = time.perf_counter()
+            jax.block_until_ready(step(*args))
+            samples[label].append(time.perf_counter() - start)
+    return {
+        label: Timing(statistics.median(s), min(s), max(s), repeats) for label, s in samples.items()
+    }
+
+
+def time_verdict(measured: dict[str, Measured]) -> str:
+    """What the timings of one run allow to say: the candidates whose range of calls lies wholly
+    below or above ``nothing_saveable``'s, or that this machine cannot tell them apart."""
+    base = measured["nothing_saveable"].time
+    if base is None:
+        return "not timed"
+    verdicts = {
+        label: m.time.compare(base)
+        for label, m in measured.items()
+        if m.time is not None and label != "nothing_saveable"
+    }
+    faster = [label for label, v in verdicts.items() if v == "faster"]
+    slower = [label for label, v in verdicts.items() if v == "slower"]
+    if not faster and not slower:
+        return "every candidate's calls overlap nothing_saveable's: this CPU cannot tell"
+    parts = []
+    if faster:
+        parts.append("faster than nothing_saveable in every call: " + ", ".join(faster))
+    if slower:
+        parts.append("slower in every call: " + ", ".join(slower))
+    others = [label for label, v in verdicts.items() if v == "within the noise"]
+    if others:
+        parts.append("the rest overlap it: " + ", ".join(others))
+    return "; ".join(parts)
+
+
 @dataclasses.dataclass(frozen=True)
 class Measured:
     label: str
@@ -98,21 +154,19 @@ def measure(
     repeats: int = MIN_REPEATS,
     timed: bool = True,
 ) -> dict[str, Measured]:
-    """Compile ``jax.value_and_grad`` of the scanned loss for each candidate; time it."""
+    """Compile ``jax.value_and_grad`` of the scanned loss for each candidate, and time the
+    compiled steps in turns (:func:`time_interleaved`)."""
     params, x = init(cfg)
     one_layer = jax.tree.map(lambda w: w[0], params)
+    labels = list(labels or CANDIDATES)
+    steps = {label: jax.value_and_grad(make_loss(cfg, CANDIDATES[label])) for label in labels}
+    compiled = {label: jax.jit(step).lower(params, x).compile() for label, step in steps.items()}
+    times = time_interleaved(compiled, params, x, repeats=repeats) if timed else {}
     out = {}
-    for label in labels or list(CANDIDATES):
-        policy = CANDIDATES[label]
-        step = jax.value_and_grad(make_loss(cfg, policy))
-        kept = saved_residuals(layer_fn(cfg, policy), x, one_layer).excluding_arguments()
-        out[label] = Measured(
-            label,
-            cfg.seq,
-            compiled_stats(step, params, x),
-            kept,
-            time_call(jax.jit(step), params, x, repeats=repeats) if timed else None,
-        )
+    for label in labels:
+        kept = saved_residuals(layer_fn(cfg, CANDIDATES[label]), x, one_layer)
+        stats = compiled_stats(steps[label], params, x)
+        out[label] = Measured(label, cfg.seq, stats, kept.excluding_arguments(), times.get(label))
     return out
 
 
@@ -130,6 +184,13 @@ def trade(measured: dict[str, Measured], label: str) -> Trade:
         raise ValueError(f"the {jax.default_backend()} backend reports no FLOP count")
     recompute = base.flops - none.flops
     return Trade(m.temp_bytes - base.temp_bytes, (base.flops - m.flops) / recompute)
+
+
+def spared_text(t: Trade) -> str:
+    """The share spared, as a reader can take it: a policy cannot spare more than all of the
+    recomputation, so where XLA's count for the policy's step falls to (or below) the count for
+    the step without remat, the share is "all" (the page says why the count can go lower)."""
+    return "all" if t.spared >= 0.995 else f"{t.spared:.0%}"
 
 
 def largest_kept(m: Measured) -> str:
@@ -153,7 +214,7 @@ def table(measured: dict[str, Measured]) -> Table:
                 largest_kept(m) if label != NO_REMAT else "",
                 format_bytes(m.stats.temp_bytes),
                 format_ratio(m.stats.flops, none.flops),
-                "" if t is None else f"{t.spared:.0%}",
+                "" if t is None else spared_text(t),
                 str(m.time) if m.time else "not timed",
             ]
         )
@@ -182,7 +243,7 @@ def trade_table(runs: dict[str, dict[str, Measured]], labels: Sequence[str]) -> 
                     f"`{label}`",
                     f"{run} ({seq} tokens)",
                     format_bytes(t.extra_bytes),
-                    f"{t.spared:.0%}",
+                    spared_text(t),
                 ]
             )
     header = ["policy", "sequence", "memory above nothing_saveable", "recompute spared"]
@@ -224,18 +285,48 @@ def recomputed_products(cfg: Config, policy: Any, attention: Attention) -> int:
 # --- a fused attention kernel --------------------------------------------------------------------
 
 
+#: The deprecation JAX attaches to the Pallas attention module from jax 0.12 on; it points to
+#: tokamax (a separate package of Pallas kernels), which this site does not install.
+PALLAS_DEPRECATION = "jax.experimental.pallas.ops.gpu.attention is deprecated"
+
+
+@functools.cache
+def pallas_attention() -> tuple[ModuleType, str | None]:
+    """JAX's Pallas attention module, and the deprecation message its import gave (or ``None``).
+
+    The module still works where it is deprecated, and it is the fused kernel the CPU can trace;
+    its deprecation is caught here, by its message only, so that the page can say it is deprecated
+    rather than have the warning fail the build (other warnings pass through).
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        from jax.experimental.pallas.ops.gpu import attention
+    message = None
+    for w in caught:
+        if issubclass(w.category, DeprecationWarning) and PALLAS_DEPRECATION in str(w.message):
+            message = str(w.message)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return attention, message
+
+
 def flash_attention() -> Callable[[jax.Array, jax.Array, jax.Array], jax.Array]:
     """JAX's Pallas flash attention (``jax.experimental.pallas.ops.gpu.attention.mha``) in
     interpret mode: a ``custom_vjp`` whose forward and backward are ``pallas_call`` kernels."""
-    from jax.experimental.pallas.ops.gpu import attention
-
+    attention, _ = pallas_attention()
     scale = FLASH_SHAPE[-1] ** -0.5  # as jax.nn.dot_product_attention scales by default
     return functools.partial(attention.mha, segment_ids=None, sm_scale=scale, interpret=True)
 
 
+#: The name of the primitive a ``jax.custom_vjp`` call traces to. It is JAX's internal name, not
+#: an API: the tests check on every release that a policy matching it still keeps the kernel's
+#: residuals.
+CUSTOM_VJP_PRIMITIVE = "custom_vjp_call"
+
+
 def save_custom_vjp_outputs(prim: Any, *_: Any, **__: Any) -> bool:
     """A policy: keep whatever a ``custom_vjp`` function (a fused kernel) returns."""
-    return bool(prim.name == "custom_vjp_call")
+    return bool(prim.name == CUSTOM_VJP_PRIMITIVE)
 
 
 #: The shape the kernel is traced at: one sequence of 128 tokens (its block size), 2 heads of 64.
@@ -296,3 +387,56 @@ def kernel_runs(loss: Callable[..., jax.Array], *args: jax.Array) -> list[str]:
         for eqn, _ in walk(jaxpr)
         if eqn.primitive.name == "pallas_call"
     ]
+
+
+# --- host offload ---------------------------------------------------------------------------------
+
+
+def offload_policy(names: Sequence[str] = KEEP_NAMES) -> Any:
+    """The names policy with its values kept in host memory instead of the device's."""
+    return P.save_and_offload_only_these_names(
+        names_which_can_be_saved=[],
+        names_which_can_be_offloaded=list(names),
+        offload_src="device",
+        offload_dst="pinned_host",
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class OffloadCheck:
+    """What each stage makes of the offloading policy, on this backend and for others."""
+
+    kept: Residuals  #: what one layer keeps (the memory kind is in each value's type)
+    to_host_bytes: int  #: bytes the traced step asks to send to host memory
+    placements: dict[str, int]  #: placement annotations in the step lowered for each platform
+    host_buffers: int  #: arrays in host memory in the step compiled for this backend
+    stats: CompiledStats  #: this backend's compiled step
+    on_device: CompiledStats  #: the same names kept in device memory, for comparison
+
+
+def offload_check(cfg: Config, platforms: Sequence[str] = ("cpu", "cuda")) -> OffloadCheck:
+    """Follow :func:`offload_policy` from the trace to the compiled step of this backend."""
+    from examples.howto import offload
+
+    params, x = init(cfg)
+    one_layer = jax.tree.map(lambda w: w[0], params)
+    policy = offload_policy()
+    step = jax.value_and_grad(make_loss(cfg, policy))
+    transfers = offload.host_transfers(jax.make_jaxpr(step)(params, x))
+    # Releases before 0.6 refuse to export the placement custom call unless told to allow it.
+    allow = [jax.export.DisabledSafetyCheck.custom_call("annotate_device_placement")]
+    placements = {
+        p: offload.placement_annotations(str(jax.export.export(
+            jax.jit(step), platforms=[p], disabled_checks=allow)(params, x).mlir_module()))
+        for p in platforms
+    }
+    compiled = jax.jit(step).lower(params, x).compile()
+    names = jax.value_and_grad(make_loss(cfg, P.save_only_these_names(*KEEP_NAMES)))
+    return OffloadCheck(
+        saved_residuals(layer_fn(cfg, policy), x, one_layer).excluding_arguments(),
+        transfers.to_host_bytes,
+        placements,
+        offload.host_buffers(compiled.as_text()),
+        compiled_stats(step, params, x),
+        compiled_stats(names, params, x),
+    )

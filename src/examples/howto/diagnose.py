@@ -6,21 +6,24 @@ in it (either remat implementation, through :mod:`examples.jaxprs`) and checks e
 in a model. Either returns a :class:`Report`: the checkpoints found, what each keeps next to what
 ``nothing_saveable`` and no checkpoint at all keep, and a list of :class:`Finding` with a code:
 
-=====================  =======  ===============================================================
-code                   level    when
-=====================  =======  ===============================================================
-``unused-names``       warning  a name the policy saves (or offloads, or excludes) is never made
-                                by ``checkpoint_name`` inside the checkpoint
-``same-as-nothing``    warning  the policy keeps exactly what ``nothing_saveable`` keeps
-``same-as-everything`` warning  it keeps exactly what the function keeps without a checkpoint
-                                (what ``everything_saveable`` keeps): no memory saved
-``no-unbatched-dots``  warning  a dots-without-batch-dimensions policy finds no such product
-                                (every product batched, as under a ``vmap`` over stages)
-``policy-none``        note     the policy is ``None``: full recompute, not "save everything"
-``whole-function``     warning  the checkpoint is all there is: it wraps the whole function
-``no-checkpoint``      note     the traced function has no checkpoint at all
-``not-compared``       note     the residual listings could not be computed for a checkpoint
-=====================  =======  ===============================================================
+=========================  =======  ================================================================
+code                       level    when
+=========================  =======  ================================================================
+``unused-names``           warning  a name the policy saves (or offloads, or excludes) is never made
+                                    by ``checkpoint_name`` inside the checkpoint
+``same-as-nothing``        warning  the policy keeps exactly what ``nothing_saveable`` keeps
+``same-as-everything``     warning  it keeps exactly what the function keeps without a checkpoint
+                                    (what ``everything_saveable`` keeps): no memory saved
+``no-unbatched-dots``      warning  a dots-without-batch-dimensions policy finds no such product
+                                    (every product batched, as under a ``vmap`` over stages)
+``policy-none``            note     the policy is ``None``: full recompute, not "save everything"
+``remat3-plain-policy``    note     under ``jax_remat3``, a policy given as a plain function is
+                                    asked about only some operations (which, depends on the release:
+                                    :func:`remat3_asks_plain_policies`)
+``whole-function``         warning  the checkpoint is all there is: it wraps the whole function
+``no-checkpoint``          note     the traced function has no checkpoint at all
+``not-compared``           note     the residual listings could not be computed for a checkpoint
+=========================  =======  ================================================================
 
 What each checkpoint keeps is asked of JAX itself (:mod:`examples.residuals`), by re-running
 the checkpointed function under three policies; nothing here is inferred from policy names.
@@ -29,6 +32,7 @@ the checkpointed function under three policies; nothing here is inferred from po
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Literal
@@ -38,16 +42,59 @@ from jax.extend import core as jex_core
 
 from examples import jaxprs
 from examples.display import Table, format_bytes
-from examples.policy_calls import (
-    describe_policy,
-    factory_of,
-    policy_names,
-    wants_unbatched_dots,
-)
+from examples.policy_calls import describe_policy_of_any as describe_policy
+from examples.policy_calls import factory_of
+from examples.policy_calls import policy_names_of_any as policy_names
+from examples.policy_calls import wants_unbatched_dots_of_any as wants_unbatched_dots
 from examples.residuals import Residuals, saved_residuals
 
 P = jax.checkpoint_policies
 Level = Literal["warning", "note"]
+
+# --- what jax_remat3 does with a policy written as a plain function ------------------------------
+
+
+@functools.cache
+def remat3_asks_plain_policies() -> frozenset[str] | None:
+    """Under ``jax_remat3``, the primitives about which a policy given as a plain function is
+    asked, on the installed JAX; ``None`` where there is no ``jax_remat3``.
+
+    Found by differentiating a small function (a product, a named value, a ``sin``) under a
+    policy that records each question and keeps everything. An empty set means the policy is
+    never asked: the checkpoint recomputes everything (jax 0.10 does this, JAX PRs 37888 and
+    39432); jax 0.12 asks it about products and named values.
+    """
+    if not jaxprs.remat3_available():
+        return None
+    from jax.ad_checkpoint import checkpoint_name
+
+    asked: set[str] = set()
+
+    def keep_all(prim: Any, *_: Any, **__: Any) -> bool:
+        asked.add(prim.name)
+        return True
+
+    def f(x: jax.Array, w: jax.Array) -> jax.Array:
+        return jax.numpy.sin(checkpoint_name(x @ w, "y")).sum()
+
+    ones = jax.numpy.ones((2, 2))
+    with jaxprs.remat3():
+        jax.grad(jax.checkpoint(f, policy=keep_all))(ones, ones)
+    return frozenset(asked)
+
+
+def _would_keep_other_values(policy: Any) -> bool:
+    """Whether a policy given as a function would keep the output of an ordinary operation
+    (``sin``), which :func:`remat3_asks_plain_policies` never asks about on any release; ``True``
+    where the function cannot be asked outside a trace (it may answer so inside one)."""
+    if policy is None or not callable(policy) or policy is P.everything_saveable:
+        return False
+    try:
+        answer = policy(jax.lax.sin_p, jax.ShapeDtypeStruct((2,), jax.numpy.float32))
+    except Exception:
+        return True
+    return answer is True or type(answer).__name__ == "Offloadable"
+
 
 # --- reading the traced function -----------------------------------------------------------------
 
@@ -319,6 +366,12 @@ def _policy_findings(
         message += also if jaxprs.remat3_enabled() else ""
         message += ". If you meant 'save everything', that is everything_saveable, or no checkpoint"
         yield Finding("policy-none", "note", message, number)
+    asked = remat3_asks_plain_policies() if jaxprs.remat3_enabled() else None
+    if asked and _would_keep_other_values(policy):
+        message = "under jax_remat3 this JAX asks a policy given as a plain function only about "
+        message += f"{_quoted(asked)}; everything else inside is recomputed, whatever the policy "
+        message += "would answer. Check what it keeps with print_saved_residuals"
+        yield Finding("remat3-plain-policy", "note", message, number)
     missing: set[str] = set(policy_names(policy) or ()) - names
     if missing:
         elsewhere = missing & everywhere
@@ -367,6 +420,7 @@ def _residual_findings(
         message = f"{describe_policy(policy)} keeps exactly what nothing_saveable keeps (only "
         message += "the inputs): the policy chose nothing to save"
         if inspect.isfunction(policy) and jaxprs.remat3_enabled():
-            message += "; under jax_remat3 a policy given as a plain function is treated as full "
-            message += "recompute (JAX PRs 37888, 39432)"
+            if not remat3_asks_plain_policies():
+                message += "; under jax_remat3 this JAX never asks a policy given as a plain "
+                message += "function, so it is full recompute (JAX PRs 37888, 39432)"
         yield Finding("same-as-nothing", "warning", message, number)

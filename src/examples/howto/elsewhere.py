@@ -221,3 +221,71 @@ def everything_vs_no_checkpoint(cfg: Config) -> tuple[Residuals, Residuals]:
 def arrays(listing: Residuals) -> list[str]:
     """The arrays of a listing (scalar literals left out), in a comparable order."""
     return sorted(r.type_str for r in listing if r.shape)
+
+
+# --- Megatron-LM ---------------------------------------------------------------------------------
+
+#: Megatron-LM's ``--recompute-granularity selective`` ("core attention part of the transformer
+#: layer is recomputed", the help text in ``megatron/training/arguments.py``), rebuilt three ways
+#: on the MaxText-named block: attention's scores and weights are not named there, so every one
+#: of these keeps the projections and recomputes the attention core.
+MEGATRON_SELECTIVE = {
+    "dots_with_no_batch_dims_saveable": P.dots_with_no_batch_dims_saveable,
+    "save_only_these_names(projections)": P.save_only_these_names(
+        "query_proj", "key_proj", "value_proj", "out_proj", "mlpwi", "mlpwo"
+    ),
+    'save_any_names_but_these("context")': P.save_any_names_but_these("context"),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class SelectiveRow:
+    """One way of writing selective recomputation, measured on the named block."""
+
+    label: str
+    per_layer_bytes: int  #: kept per layer (inputs left out)
+    keeps_seq_by_seq: bool  #: whether any kept value has a sequence-by-sequence shape
+    temp_bytes: int  #: XLA's temporary memory of the scanned step
+    flops: float | None  #: XLA's FLOPs of the scanned step (a loop body counted once)
+
+
+def selective_rows(cfg: Config) -> list[SelectiveRow]:
+    """Megatron's two granularities as JAX policies: ``full`` (``nothing_saveable``), the three
+    writings of ``selective``, and for contrast keeping everything, each on one layer and in the
+    scanned step. A value counts as sequence by sequence by its last two dimensions, so the
+    sequence must differ from the width."""
+    if cfg.seq == cfg.width:
+        raise ValueError("selective_rows needs a sequence length other than the width")
+    params, x = init_params(cfg), init_inputs(cfg)
+    one = jax.tree.map(lambda w: w[0], params)
+    rows = []
+    policies = {
+        "full: nothing_saveable": P.nothing_saveable,
+        **MEGATRON_SELECTIVE,
+        "keep all: everything_saveable": P.everything_saveable,
+    }
+    for label, policy in policies.items():
+        body = jax.checkpoint(named_layer(cfg), policy=policy)
+        kept = saved_residuals(body, x, one).excluding_arguments()
+        square = any(r.shape[-2:] == (cfg.seq, cfg.seq) for r in kept)
+        stats = compiled_stats(jax.value_and_grad(scan_loss(body)), params, x)
+        rows.append(SelectiveRow(label, kept.nbytes, square, stats.temp_bytes, stats.flops))
+    return rows
+
+
+def selective_table(rows: list[SelectiveRow]) -> Table:
+    full = rows[0]
+    return Table(
+        ["JAX policy", "kept per layer", "keeps a seq×seq value", "compiled temp"]
+        + ["FLOPs vs full"],
+        [
+            (
+                f"`{r.label}`",
+                format_bytes(r.per_layer_bytes),
+                "yes" if r.keeps_seq_by_seq else "no",
+                format_bytes(r.temp_bytes),
+                "n/a" if r.flops is None or not full.flops else f"{r.flops / full.flops:.2f}×",
+            )
+            for r in rows
+        ],
+    )

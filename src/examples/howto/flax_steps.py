@@ -106,3 +106,35 @@ def losses_table(losses: dict[str, list[float]]) -> Table:
     names = list(losses)
     rows = [(i + 1, *(f"{losses[n][i]:.6f}" for n in names)) for i in range(len(losses[names[0]]))]
     return Table(["step", *(f"loss, `{n}`" for n in names)], rows)
+
+
+def barrier_facts(
+    plain: Measured, remat: Measured, no_barrier: Measured, prefix: str
+) -> dict[str, str]:
+    """What the optimization barrier did in a Python loop of blocks, read off three compiled
+    steps: without remat, remat with ``prevent_cse=True`` (the default), and remat without it.
+
+    The outcome is the XLA release's (whether its passes still see the barrier when they decide
+    where the recomputation goes), so it is measured, never assumed.
+    """
+    if plain.step is None or remat.step is None or no_barrier.step is None:
+        raise ValueError("barrier_facts needs the three compiled steps (measure with compile=True)")
+    base, kept, bare = plain.step.temp_bytes, remat.step.temp_bytes, no_barrier.step.temp_bytes
+    if kept < base and bare >= base:
+        verdict = (
+            "with the barrier the temporaries went down, and without it they did not: here "
+            "the barrier is what kept the recomputation away from the forward pass"
+        )
+    elif kept < base:
+        verdict = "the temporaries went down with the barrier and without it"
+    elif bare < base:
+        verdict = "the temporaries went down only without the barrier"
+    else:
+        verdict = (
+            "the temporaries did not go down, with the barrier or without: on this release the "
+            "barrier did not keep the recomputation apart"
+        )
+    return {
+        f"{prefix}_barrier_verdict": verdict,
+        f"{prefix}_no_barrier_temp": format_bytes(bare),
+    }

@@ -31,6 +31,7 @@ from examples.howto.flax_steps import (
     VOCAB,
     Batch,
     Measured,
+    barrier_facts,
     losses_table,
     make_batch,
     measured_table,
@@ -42,7 +43,15 @@ from examples.models import Config, rms_norm
 from examples.residuals import saved_residuals
 
 #: Names the page uses from here, defined with the NNX guide's in :mod:`examples.howto.flax_steps`.
-__all__ = ["CONFIG", "Measured", "losses_table", "make_batch", "measured_table", "step_facts"]
+__all__ = [
+    "CONFIG",
+    "Measured",
+    "barrier_facts",
+    "losses_table",
+    "make_batch",
+    "measured_table",
+    "step_facts",
+]
 
 Params = Any
 
@@ -76,8 +85,9 @@ class Block(nn.Module):
         attn_out = nn.Dense(d, use_bias=False, name="attn_out", **dense)(attended.reshape(b, s, d))
         attn_out = checkpoint_name(attn_out, "attn_out")
         x = x + nn.Dropout(self.dropout, deterministic=not train)(attn_out)
-        hidden = nn.Dense(self.mlp_ratio * d, name="mlp_in", **dense)(rms_norm(x))
-        hidden = checkpoint_name(jax.nn.gelu(hidden), "mlp_hidden")
+        pre = nn.Dense(self.mlp_ratio * d, name="mlp_in", **dense)(rms_norm(x))
+        pre = checkpoint_name(pre, "mlp_pre")
+        hidden = checkpoint_name(jax.nn.gelu(pre), "mlp_hidden")
         mlp_out = nn.Dense(d, name="mlp_out", **dense)(hidden)
         out: jax.Array = x + nn.Dropout(self.dropout, deterministic=not train)(mlp_out)
         return out
@@ -149,6 +159,37 @@ class ScannedTransformer(nn.Module):
         return nn.Dense(self.vocab, dtype=self.dtype, param_dtype=self.dtype, name="head")(
             rms_norm(x)
         )
+
+
+# --- sharding the stacked layer axis ----------------------------------------------------------
+
+
+class ShardedScanLayer(nn.Module):
+    """A scanned layer whose kernel is annotated for a mesh: input dimension replicated, output
+    dimension over the ``"model"`` axis."""
+
+    width: int
+
+    @nn.compact
+    def __call__(self, x: jax.Array, _: Any) -> tuple[jax.Array, None]:
+        init = nn.with_partitioning(nn.initializers.lecun_normal(), (None, "model"))
+        return nn.Dense(self.width, kernel_init=init, name="dense")(x), None
+
+
+def scan_partition_specs(layers: int = 4, width: int = 8) -> Any:
+    """The partition specs of ``nn.scan(nn.remat(ShardedScanLayer))`` with ``metadata_params``:
+    the scan's new leading axis is named ``"layers"`` in every annotated parameter."""
+    stack = nn.scan(
+        nn.remat(ShardedScanLayer, prevent_cse=False),
+        variable_axes={"params": 0},
+        split_rngs={"params": True},
+        in_axes=nn.broadcast,
+        length=layers,
+        metadata_params={nn.PARTITION_NAME: "layers"},
+    )
+    x = jnp.zeros((2, width))
+    variables = jax.eval_shape(lambda: stack(width).init(jax.random.key(0), x, None))
+    return nn.get_partition_spec(variables)["params"]
 
 
 # --- the training step ------------------------------------------------------------------------

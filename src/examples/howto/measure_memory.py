@@ -15,7 +15,9 @@ from __future__ import annotations
 import collections
 import dataclasses
 import gzip
+import os
 import re
+import tempfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -248,8 +250,9 @@ def profile_table(profile: Profile, top: int = 8) -> Table:
 
 
 def too_big(x: jax.Array) -> jax.Array:
-    """A function whose one temporary, ``len(x)`` × ``len(x)`` floats, fits in no machine's
-    memory for ``len(x)`` = 2**23 (256 TiB): XLA asks for it when the call starts."""
+    """A function that needs at least one ``len(x)`` × ``len(x)`` array of floats, 256 TiB for
+    ``len(x)`` = 2**23, more than any machine has. How much XLA plans in all, and in how many
+    pieces, is read from the compiled program (:func:`buffer_assignment`), not assumed."""
     table = jnp.outer(x, x)
     return jnp.cumsum(table, axis=0)[-1].sum()
 
@@ -257,12 +260,75 @@ def too_big(x: jax.Array) -> jax.Array:
 #: The input of :func:`too_big`: 32 MiB of float32, harmless on its own.
 TOO_BIG_LENGTH = 2**23
 
-_OOM = re.compile(
-    r"RESOURCE_EXHAUSTED: Out of memory (?:while trying to )?(?:allocate|allocating) (\d+) bytes"
-)
+#: The status code in front of it varies by release (``RESOURCE_EXHAUSTED`` on recent ones,
+#: ``INTERNAL`` or ``FAILED_PRECONDITION`` with a "Buffer Definition Event" prefix on older ones),
+#: so only the sentence with the number is read.
+_OOM = re.compile(r"Out of memory (?:while trying to )?(?:allocate|allocating) (\d+) bytes")
 
 
 def oom_bytes(message: str) -> int | None:
     """The size XLA failed to allocate, read from its out-of-memory message."""
     match = _OOM.search(message)
     return None if match is None else int(match.group(1))
+
+
+# --- XLA's buffer assignment ----------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Value:
+    name: str  #: the HLO instruction that produces it
+    nbytes: int
+    offset: int  #: where it sits inside its allocation
+    shape: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Allocation:
+    """One allocation of XLA's buffer assignment: a block of memory and the values placed in it."""
+
+    number: int
+    nbytes: int
+    kinds: str  #: what XLA says it holds: "parameter 0", "preallocated-temp", ...
+    values: tuple[Value, ...]
+
+
+_ALLOCATION = re.compile(r"^allocation (\d+): size (\d+),(.*):$")
+_VALUE = re.compile(r"^ value: <\d+ (\S+) @\d+> \(size=(\d+),offset=(\d+)\): (\S+)")
+
+
+def read_buffer_assignment(text: str) -> tuple[Allocation, ...]:
+    """The allocations of a ``*buffer-assignment.txt`` file that XLA dumps, largest first."""
+    found: list[Allocation] = []
+    for line in text.splitlines():
+        head = _ALLOCATION.match(line)
+        if head:
+            number, size, kinds = head.groups()
+            found.append(Allocation(int(number), int(size), kinds.strip(" ,"), ()))
+            continue
+        value = _VALUE.match(line)
+        if value and found:
+            name, size, offset, shape = value.groups()
+            last = found[-1]
+            item = Value(name, int(size), int(offset), shape)
+            found[-1] = dataclasses.replace(last, values=(*last.values, item))
+    return tuple(sorted(found, key=lambda a: -a.nbytes))
+
+
+def buffer_assignment(fn: Any, *args: Any) -> tuple[list[str], str]:
+    """Compile ``jax.jit(fn)`` for ``args`` with XLA's dump turned on, into a temporary folder.
+
+    Returns the names of the files XLA wrote (relative to the folder) and the text of its buffer
+    assignment (the file ending ``buffer-assignment.txt``). Outside a running program, the same
+    dump comes from ``XLA_FLAGS="--xla_dump_to=DIR --xla_dump_hlo_as_text"`` set before JAX starts;
+    here the two options are passed to this one compilation, as ``compiler_options``.
+    """
+    with tempfile.TemporaryDirectory() as folder:
+        options = {"xla_dump_to": folder, "xla_dump_hlo_as_text": True}
+        jax.jit(fn).lower(*args).compile(compiler_options=options)
+        names = sorted(os.listdir(folder))
+        chosen = [n for n in names if n.endswith("buffer-assignment.txt")]
+        if not chosen:
+            raise RuntimeError(f"XLA wrote no buffer assignment; it wrote {names}")
+        with open(os.path.join(folder, chosen[-1])) as file:
+            return names, file.read()

@@ -36,6 +36,7 @@ from examples.howto.flax_steps import (
     VOCAB,
     Batch,
     Measured,
+    barrier_facts,
     make_batch,
     measured_table,
     step_facts,
@@ -44,7 +45,7 @@ from examples.jaxprs import walk
 from examples.measure import Timing, compiled_stats, time_call
 from examples.models import Config, rms_norm
 
-__all__ = ["CONFIG", "VOCAB", "make_batch", "measured_table", "step_facts"]
+__all__ = ["CONFIG", "VOCAB", "barrier_facts", "make_batch", "measured_table", "step_facts"]
 
 # --- the block and the models -----------------------------------------------------------------
 
@@ -88,6 +89,15 @@ class Block(nnx.Module):
 
 
 BlockCall = Callable[[Block, jax.Array], jax.Array]
+
+
+class CheckpointedBlock(Block):
+    """:class:`Block` with its call checkpointed where it is defined: ``nnx.remat`` as a
+    decorator on the method, with a policy."""
+
+    @nnx.remat(policy=jax.checkpoint_policies.dots_with_no_batch_dims_saveable)
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return Block.__call__(self, x)
 
 
 class Transformer(nnx.Module):
@@ -197,6 +207,37 @@ class SplitScannedTransformer(ScannedTransformer):
         return out
 
 
+# --- sharding the stacked layer axis ----------------------------------------------------------
+
+
+class ShardedLayer(nnx.Module):
+    """One layer whose kernel is annotated for a mesh: input dimension replicated, output
+    dimension over the ``"model"`` axis."""
+
+    def __init__(self, width: int, *, rngs: nnx.Rngs) -> None:
+        init = nnx.with_partitioning(nnx.initializers.lecun_normal(), (None, "model"))
+        self.linear = nnx.Linear(width, width, kernel_init=init, rngs=rngs)
+
+
+def stacked_partition_specs(layers: int = 4, width: int = 8) -> dict[str, Any]:
+    """The partition specs of ``layers`` stacked :class:`ShardedLayer`, created by ``nnx.vmap``
+    with ``transform_metadata``: the new leading axis is named ``"layers"`` in every annotated
+    variable. Shapes only (``nnx.eval_shape``), under a one-device mesh with both axis names."""
+
+    @nnx.split_rngs(splits=layers)
+    @nnx.vmap(in_axes=(0,), out_axes=0, transform_metadata={nnx.PARTITION_NAME: "layers"})
+    def make(rngs: nnx.Rngs) -> ShardedLayer:
+        return ShardedLayer(width, rngs=rngs)
+
+    with jax.set_mesh(jax.make_mesh((1, 1), ("layers", "model"))):
+        stacked = nnx.eval_shape(lambda: make(nnx.Rngs(0)))
+    specs = nnx.get_partition_spec(nnx.state(stacked))
+    is_spec = lambda x: isinstance(x, jax.sharding.PartitionSpec)  # noqa: E731 (a spec is a tuple)
+    flat = jax.tree_util.tree_leaves_with_path(specs, is_leaf=is_spec)
+    names = lambda path: [str(getattr(k, "key", k)) for k in path]  # noqa: E731
+    return {"/".join(n for n in names(path) if n != ".value"): spec for path, spec in flat}
+
+
 # --- the training step ------------------------------------------------------------------------
 
 
@@ -281,7 +322,7 @@ def scan_outputs(make_model: Callable[[], Any]) -> ScanOutputs:
     state, f = pure_step(model, optimizer)
     jaxpr = jax.make_jaxpr(f)(state, make_batch())
     forward = next(e for e, _ in walk(jaxpr.jaxpr) if e.primitive.name == "scan")
-    avals = [v.aval for v in forward.outvars[forward.params["num_carry"] :]]
+    avals = [v.aval for v in forward.outvars[_num_carry(forward) :]]
     params = [a for a in avals if (a.shape, a.dtype) in stacked]
     return ScanOutputs(
         outputs=[a.str_short(short_dtypes=True) for a in avals],
@@ -289,6 +330,18 @@ def scan_outputs(make_model: Callable[[], Any]) -> ScanOutputs:
         parameters=[a.str_short(short_dtypes=True) for a in params],
         parameter_bytes=sum(_nbytes(a) for a in params),
     )
+
+
+def _num_carry(scan: Any) -> int:
+    """How many of a ``scan`` equation's outputs are the carry (the rest are stacked outputs).
+
+    Up to jax 0.11 the equation says so in its ``num_carry`` parameter; jax 0.12 replaced it
+    with ``ft_out``, a flat tree of (carry, stacked outputs) over the same outputs.
+    """
+    if "num_carry" in scan.params:
+        return int(scan.params["num_carry"])
+    carry, _ = scan.params["ft_out"].unpack()
+    return len(list(carry))
 
 
 def _nbytes(aval: Any) -> int:

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
+import statistics
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
@@ -131,6 +134,18 @@ SETUPS = (
     Setup("nothing_saveable, prevent_cse=True", policy=P.nothing_saveable, prevent_cse=True),
     Setup("nothing_saveable, unroll=2", policy=P.nothing_saveable, unroll=2),
     Setup("nothing_saveable, unroll=True", policy=P.nothing_saveable, unroll=True),
+    Setup(
+        "nothing_saveable, unroll=2, prevent_cse=True",
+        policy=P.nothing_saveable,
+        unroll=2,
+        prevent_cse=True,
+    ),
+    Setup(
+        "nothing_saveable, unroll=True, prevent_cse=True",
+        policy=P.nothing_saveable,
+        unroll=True,
+        prevent_cse=True,
+    ),
     Setup("no remat, unroll=True", where="nowhere", unroll=True),
 )
 BY_LABEL = {setup.label: setup for setup in SETUPS}
@@ -173,7 +188,9 @@ def table(
     header = ["setup", "temporary memory", f"vs. {baseline}"]
     if flops:
         header += ["FLOPs (XLA)", f"FLOPs vs. {baseline}"]
-    header += ["step time"]
+    timed = any(measured[label].time for label in labels)
+    if timed:
+        header += ["step time"]
     rows = []
     for label in labels:
         m = measured[label]
@@ -184,7 +201,8 @@ def table(
         ]
         if flops and m.stats.flops is not None:
             row += [f"{m.stats.flops / 1e9:.2f} G", format_ratio(m.stats.flops, base.flops)]
-        row += [str(m.time) if m.time else "not timed"]
+        if timed:
+            row += [str(m.time) if m.time else "not timed"]
         rows.append(row)
     return Table(header, rows)
 
@@ -197,3 +215,110 @@ def optimization_barriers(setup: Setup, cfg: Config = CFG) -> int:
     """
     text = jax.jit(step_fn(cfg, setup)).lower(*init_state(cfg)).as_text()
     return text.count("stablehlo.optimization_barrier")
+
+
+# --- what XLA made of it: the compiled program, compared -----------------------------------------
+
+
+def compiled(setup: Setup, cfg: Config = CFG, donate: bool = False) -> Any:
+    """The compiled training step of ``setup`` (``donate``: params and Adam's state donated)."""
+    donated = (0, 1) if donate else ()
+    return jax.jit(step_fn(cfg, setup), donate_argnums=donated).lower(*init_state(cfg)).compile()
+
+
+def normalized_hlo(text: str) -> str:
+    """Compiled HLO text without source locations and without the numbers XLA appends to names
+    (``%fusion.12`` becomes ``%fusion``): two programs that differ only in numbering compare
+    equal."""
+    text = re.sub(r", metadata=\{[^}]*\}", "", text)
+    return re.sub(r"(%?[A-Za-z_][\w\-]*)\.\d+", r"\1", text)
+
+
+@dataclasses.dataclass(frozen=True)
+class Programs:
+    """Two setups' compiled training steps, side by side."""
+
+    barriers_lowered: tuple[int, int]  #: ``optimization_barrier`` in what JAX hands to XLA
+    barriers_compiled: tuple[int, int]  #: ``opt-barrier`` left in XLA's optimized program
+    same_program: bool  #: the optimized programs are equal once names are normalized
+    temp_bytes: tuple[int, int]
+
+
+def compare_programs(a: Setup, b: Setup, cfg: Config = CFG) -> Programs:
+    """Compile both setups and compare what JAX lowered and what XLA made of it."""
+    lowered = [jax.jit(step_fn(cfg, s)).lower(*init_state(cfg)) for s in (a, b)]
+    done = [low.compile() for low in lowered]
+    texts = [c.as_text() for c in done]
+    return Programs(
+        barriers_lowered=(
+            lowered[0].as_text().count("stablehlo.optimization_barrier"),
+            lowered[1].as_text().count("stablehlo.optimization_barrier"),
+        ),
+        barriers_compiled=(texts[0].count("opt-barrier"), texts[1].count("opt-barrier")),
+        same_program=normalized_hlo(texts[0]) == normalized_hlo(texts[1]),
+        temp_bytes=(
+            int(done[0].memory_analysis().temp_size_in_bytes),
+            int(done[1].memory_analysis().temp_size_in_bytes),
+        ),
+    )
+
+
+def time_interleaved(
+    setups: Sequence[Setup], cfg: Config = CFG, repeats: int = MIN_REPEATS
+) -> dict[str, Timing]:
+    """Time the setups' steps in turns (A, B, A, B, ...), so that a busy spell of a shared
+    machine falls on all of them alike; median and spread per setup."""
+    if repeats < MIN_REPEATS:
+        raise ValueError(f"repeats must be at least {MIN_REPEATS}, not {repeats}")
+    state = init_state(cfg)
+    steps = {s.label: jax.jit(step_fn(cfg, s)) for s in setups}
+    for step in steps.values():  # compile and warm up
+        jax.block_until_ready(step(*state))
+    samples: dict[str, list[float]] = {label: [] for label in steps}
+    for _ in range(repeats):
+        for label, step in steps.items():
+            start = time.perf_counter()
+            jax.block_until_ready(step(*state))
+            samples[label].append(time.perf_counter() - start)
+    return {
+        label: Timing(statistics.median(t), min(t), max(t), repeats) for label, t in samples.items()
+    }
+
+
+# --- donating the parameters and the optimizer state ---------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Buffers:
+    """XLA's memory analysis of one compiled step, in bytes."""
+
+    arguments: int
+    outputs: int
+    aliased: int  #: outputs written into donated arguments' buffers
+    temporaries: int
+
+    @property
+    def held(self) -> int:
+        """Arguments, outputs not written in place, and temporaries: what the step holds."""
+        return self.arguments + self.outputs - self.aliased + self.temporaries
+
+
+def buffers(setup: Setup, cfg: Config = CFG, donate: bool = False) -> Buffers:
+    m = compiled(setup, cfg, donate).memory_analysis()
+    return Buffers(
+        int(m.argument_size_in_bytes),
+        int(m.output_size_in_bytes),
+        int(m.alias_size_in_bytes),
+        int(m.temp_size_in_bytes),
+    )
+
+
+def buffers_table(rows: dict[str, Buffers]) -> Table:
+    return Table(
+        ["jit", "arguments", "outputs", "aliased (alias_size)", "temporaries", "held in all"],
+        [
+            (f"`{name}`", *(format_bytes(v) for v in (b.arguments, b.outputs, b.aliased)),
+             format_bytes(b.temporaries), format_bytes(b.held))
+            for name, b in rows.items()
+        ],
+    )

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from examples.display import Table, format_bytes, format_ratio
-from examples.measure import Timing, compiled_stats, time_call
+from examples.measure import Timing, compiled_stats
 from examples.models import Config, block, init_inputs, init_params, scan_loss
 from examples.residuals import saved_residuals
 
@@ -64,7 +64,21 @@ def variants(cfg: Config = CONFIG) -> dict[str, Loss]:
         ),
         "block, save_only_these_names('mlp_hiden')": block_checkpointed(cfg, names("mlp_hiden")),
         "block, everything_saveable": block_checkpointed(cfg, P.everything_saveable),
+        EVERYTHING_NO_BARRIER: scan_loss(
+            jax.checkpoint(layer(cfg), policy=P.everything_saveable, prevent_cse=False)
+        ),
     }
+
+
+#: The same policy without the optimization barrier that ``prevent_cse=True`` (the default) adds.
+EVERYTHING_NO_BARRIER = "block, everything_saveable, prevent_cse=False"
+
+
+def barriers(loss: Loss, *args: Any) -> int:
+    """``optimization_barrier`` operations in the lowered step (``jax.jit(...).lower(...)``):
+    what ``prevent_cse=True`` leaves for XLA. The compiled program no longer shows them."""
+    text = jax.jit(jax.value_and_grad(loss)).lower(*args).as_text()
+    return text.count("optimization_barrier")
 
 
 def inputs(cfg: Config = CONFIG) -> tuple[dict[str, jax.Array], jax.Array]:
@@ -88,20 +102,25 @@ class Row:
 def measure(
     names: Sequence[str], cfg: Config = CONFIG, time: bool = False, repeats: int = 7
 ) -> list[Row]:
-    """Measure the named :func:`variants` on ``cfg``; time the compiled step with ``time``."""
+    """Measure the named :func:`variants` on ``cfg``; with ``time``, time the compiled steps in
+    turns (one call of each, round after round: median, fastest and slowest call)."""
     losses = variants(cfg)
     unknown = [n for n in names if n not in losses]
     if unknown:
         raise KeyError(f"no variant named {unknown}; the variants are {list(losses)}")
     params, x = inputs(cfg)
+    steps = {name: jax.value_and_grad(losses[name]) for name in names}
+    times: dict[str, Timing] = {}
+    if time:  # compiled first, then timed in turns, so that each meets the same load
+        from examples.howto.choose_policy import time_interleaved
+
+        compiled = {n: jax.jit(step).lower(params, x).compile() for n, step in steps.items()}
+        times = time_interleaved(compiled, params, x, repeats=repeats)
     rows = []
     for name in names:
-        loss = losses[name]
-        step = jax.value_and_grad(loss)
-        stats = compiled_stats(step, params, x)
-        timing = time_call(jax.jit(step), params, x, repeats=repeats) if time else None
-        kept = saved_residuals(loss, params, x).excluding_arguments().nbytes
-        rows.append(Row(name, kept, stats.temp_bytes, stats.flops, timing))
+        stats = compiled_stats(steps[name], params, x)
+        kept = saved_residuals(losses[name], params, x).excluding_arguments().nbytes
+        rows.append(Row(name, kept, stats.temp_bytes, stats.flops, times.get(name)))
     return rows
 
 
