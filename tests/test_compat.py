@@ -152,3 +152,23 @@ def test_variable_value_reads_an_nnx_state_leaf():
     x = jnp.arange(4.0).reshape(2, 2)
     assert kernel.shape == (2, 3)
     assert jnp.allclose(layer(x), x @ kernel + bias, rtol=1e-6)
+
+
+@pytest.mark.skipif(jax.default_backend() != "cpu", reason="names a pass of XLA's CPU pipeline")
+def test_compile_with_options_switches_a_pass_off_for_one_compilation():
+    def f(a):
+        return jnp.sum(lax.optimization_barrier(a) @ a)
+
+    x = jnp.ones((8, 8))
+
+    def barriers(compiled):
+        return compiled.as_text().count("opt-barrier(")
+
+    default = barriers(jax.jit(f).lower(x).compile())
+    kept = compat.compile_with_options(
+        jax.jit(f).lower(x), {"xla_disable_hlo_passes": "cse_barrier_expander"}
+    )
+    assert barriers(kept) == 1  # the pass that removes barriers did not run
+    assert default == 0  # it does by default...
+    assert barriers(jax.jit(f).lower(x).compile()) == default  # ...and still does afterwards
+    assert float(kept(x)) == float(jax.jit(f)(x))

@@ -427,6 +427,51 @@ def test_timing_verdicts_claim_an_order_only_beyond_the_noise():
     assert "within the noise: 1 of 3" in sentence
 
 
+def test_the_gelus_output_as_a_name_costs_memory_and_saves_no_flops():
+    """The page: keeping mlp_hidden (the GELU's output) spares no recomputation, because the
+    GELU's derivative needs its input, the product, which is then computed again."""
+    cfg = SIZES["small"]
+    rows = {r.policy: r for r in e.measure(cfg, ["save_only_these_names(mlp_hidden)",
+                                                 "nothing_saveable"], time_steps=False)}
+    hidden, nothing = rows["save_only_these_names(mlp_hidden)"], rows["nothing_saveable"]
+    assert hidden.residual_bytes_per_layer > nothing.residual_bytes_per_layer == 0
+    assert hidden.temp_bytes > nothing.temp_bytes
+    assert hidden.flops == pytest.approx(nothing.flops, rel=0.01)
+
+
+def test_no_order_is_claimed_when_every_range_overlaps():
+    results = [
+        _result(e.NO_REMAT, 0.010, 0.008, 0.013),
+        _result("a", 0.009, 0.0085, 0.012),
+        _result("b", 0.012, 0.009, 0.014),
+    ]
+    sentence = e.ordering_sentence(results)
+    assert "cannot tell their step times apart" in sentence
+    assert "faster" not in sentence and "slower" not in sentence
+
+
+def test_step_times_are_taken_in_interleaved_rounds():
+    """Each round calls every function once, in a rotated order, after the warm-up calls."""
+    from examples.explorer.run import interleaved_timings
+
+    calls = []
+
+    def recorder(name):
+        def fn(x):
+            calls.append(name)
+            return x
+
+        return fn
+
+    fns = {n: recorder(n) for n in ("a", "b", "c")}
+    timings = interleaved_timings(fns, jnp.ones(2), repeats=7, warmup=1)
+    assert calls[:3] == ["a", "b", "c"]  # the warm-up
+    rounds = [calls[3 + 3 * i : 6 + 3 * i] for i in range(7)]
+    assert rounds[0] == ["a", "b", "c"] and rounds[1] == ["b", "c", "a"]
+    assert all(sorted(r) == ["a", "b", "c"] for r in rounds)
+    assert all(t.repeats == 7 and t.min_s <= t.median_s <= t.max_s for t in timings.values())
+
+
 def test_budget_picks_a_policy_only_when_it_is_faster_than_every_other():
     results = [
         _result(e.NO_REMAT, 0.010, 0.009, 0.011, temp=100),
@@ -470,8 +515,14 @@ def test_save_anything_except_these_names_ignores_its_names_on_this_jax():
 def test_logits_are_not_a_residual_and_an_honoured_exclusion_saves_nothing():
     listings = e.name_exclusion(SIZES["small"])
     everything = listings["everything_saveable"]
-    # The backward pass of softmax reads its output: the logits are never kept.
+    # Softmax, differentiated through its primitives, keeps exp(logits - max), as large as the
+    # logits, and its output (div), but never the logits: the page says so.
     assert [r.name for r in everything.of_kind("named")] == ["mlp_hidden"]
+    cfg = SIZES["small"]
+    logits = f"f32[{cfg.batch},{cfg.heads},{cfg.seq},{cfg.seq}]"
+    kept = [(r.primitive, r.type_str) for r in everything]
+    assert ("exp", logits) in kept and ("div", logits) in kept
+    assert not getattr(jax.config, "jax_softmax_custom_jvp", False)
     honoured_logits = listings['excluding_names("attn_logits")']
     assert [r.describe() for r in honoured_logits] == [r.describe() for r in everything]
     # Refusing "mlp_hidden" keeps the value that feeds checkpoint_name in its place.

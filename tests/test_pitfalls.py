@@ -83,6 +83,23 @@ def test_residuals_kept_by_each_placement():
     assert kept["first two stages"] < kept["last stage"]
 
 
+def test_the_compiled_product_count_says_whether_xla_kept_the_recomputation(step):
+    """JAX always lowers the recomputation (more products than without a checkpoint); whether
+    the compiled program keeps it is XLA's decision on this release (0.10.2's CPU XLA removed it,
+    0.12's keeps it), and the FLOPs and memory follow that decision, as the page says."""
+    products = p.placement_products(value_and_grad=True)
+    base_lowered, base_compiled = products["nowhere"]
+    for where in ("last stage", "first two stages"):
+        lowered, compiled = products[where]
+        assert lowered > base_lowered
+        assert compiled >= base_compiled
+        if compiled == base_compiled:  # removed: the program is the one without a checkpoint
+            assert step[where].flops == pytest.approx(step["nowhere"].flops, rel=0.01)
+            assert step[where].temp_bytes == step["nowhere"].temp_bytes
+        else:  # kept: the extra products are in the FLOPs
+            assert step[where].flops > step["nowhere"].flops * 1.01
+
+
 def test_placement_table_rows(step):
     costs = p.placement_costs()
     table = p.placement_table(costs)

@@ -459,6 +459,15 @@ def test_nnx_listing_keeps_gelu_values_without_remat_and_product_and_carry_with(
     plain = stacked(_over_blocks(_nnx_step))
     assert plain.count("f32[3,2,16]") > 2
     assert stacked(_over_blocks(nnx.remat(_nnx_step, policy=DOTS))) == ["f32[3,2,16]", "f32[3,2,4]"]
+    # Under remat the GELU's input (product + bias) is recomputed, so linear1's bias is read on
+    # the backward pass; without remat it is not (the page says so).
+    def arguments(apply):
+        listing = saved_residuals(p5.loss_of(graphdef, apply), state, x)
+        return {r.detail for r in listing if r.kind == "argument"}
+
+    bias = [a for a in arguments(_over_blocks(nnx.remat(_nnx_step, policy=DOTS))) if "bias" in a]
+    assert len(bias) == 1 and "linear1" in bias[0]
+    assert not any("bias" in a for a in arguments(_over_blocks(_nnx_step)))
 
 
 def test_nnx_remat_on_the_step_pays_and_around_the_scan_does_not():

@@ -76,7 +76,9 @@ def test_nested_scan_needs_less_memory_than_the_flat_checkpointed_scan():
 
 def test_dropout_under_checkpoint_draws_the_same_mask():
     grads = S.dropout_gradients(depth=3, batch=8, width=8)
-    for a, b in zip(jax.tree.leaves(grads["plain"]), jax.tree.leaves(grads["checkpointed"])):
+    for a, b in zip(
+        jax.tree.leaves(grads["plain"]), jax.tree.leaves(grads["checkpointed"]), strict=True
+    ):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-8)
     # Against float64 NumPy with the masks drawn from the same keys.
     params, x = J.mlp_inputs(3, 8, 8)

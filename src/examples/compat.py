@@ -20,6 +20,9 @@ releases, and is handled here:
 - **XLA's analyses**: ``cost_analysis()`` returned a list with one dict per device on some
   jaxlibs and a dict on others; ``memory_analysis()`` gained ``peak_memory_in_bytes`` on newer
   jaxlibs.
+- **Compiler options** that are repeated fields of XLA's ``DebugOptions``
+  (``xla_disable_hlo_passes``) are refused by ``compile(options)`` on jax 0.5;
+  :func:`compile_with_options` sets them there another way.
 - **Policies**: the names in ``jax.checkpoint_policies`` grow with the release;
   :func:`checkpoint_policy` says clearly when the installed JAX lacks one.
 - **Jaxpr internals**: :func:`bind_equation` evaluates an equation whatever
@@ -309,3 +312,39 @@ def enable_x64(enabled: bool = True) -> contextlib.AbstractContextManager[None]:
         "jax.experimental"
     ).enable_x64(enabled)
     return older
+
+
+# --- compiler options --------------------------------------------------------------------------
+
+
+def compile_with_options(lowered: Any, options: dict[str, str]) -> Any:
+    """``lowered.compile(options)``, including options that are repeated fields of XLA's
+    ``DebugOptions`` (``{"xla_disable_hlo_passes": "cse_barrier_expander"}``).
+
+    From jax 0.6 (0.6.2 measured) the jaxlib splits such a value on commas. jax 0.5.x (0.5.0 and
+    0.5.3 measured) sets every compiler option as one protobuf string and refuses a repeated
+    field ("Field is repeated"); there the options are set on the compile options'
+    ``debug_options`` (whose setters take the comma-separated string), for this one compilation.
+    """
+    try:
+        return lowered.compile(options)
+    except RuntimeError as err:
+        if "repeated" not in str(err):
+            raise
+    from jax._src import compiler
+
+    original: Any = compiler.get_compile_options
+
+    def with_options(*args: Any, env_options_overrides: Any = None, **kwargs: Any) -> Any:
+        rest = {k: v for k, v in dict(env_options_overrides or {}).items() if k not in options}
+        compile_options = original(*args, env_options_overrides=rest or None, **kwargs)
+        debug = compile_options.executable_build_options.debug_options
+        for name, value in options.items():
+            setattr(debug, name, value)
+        return compile_options
+
+    compiler.get_compile_options = with_options
+    try:  # the options still go to compile(), so JAX compiles afresh rather than reusing
+        return lowered.compile(options)
+    finally:
+        compiler.get_compile_options = original

@@ -17,6 +17,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.ad_checkpoint import checkpoint_name
 
 from examples.display import Table
 from examples.jaxprs import traced_remat_sites
@@ -180,9 +181,8 @@ def static_by_position(remat3_on: bool) -> str:
 
 def two_layers_named(W: jax.Array, x: jax.Array) -> jax.Array:
     """:func:`two_layers` with each matrix product named ``"product"`` as well."""
-    name = jax.ad_checkpoint.checkpoint_name
-    h = name(jnp.sin(name(W @ x, "product")), "hidden")
-    return jnp.sum(jnp.sin(name(W @ h, "product")))
+    h = checkpoint_name(jnp.sin(checkpoint_name(W @ x, "product")), "hidden")
+    return jnp.sum(jnp.sin(checkpoint_name(W @ h, "product")))
 
 
 def dots_versus_names(remat3_on: bool) -> tuple[Residuals, Residuals]:
@@ -198,10 +198,9 @@ def dots_versus_names(remat3_on: bool) -> tuple[Residuals, Residuals]:
 
 def three_sines(x: jax.Array) -> jax.Array:
     """``sin`` three times, the values named ``y``, ``z`` and ``w`` (JAX's offloading example)."""
-    name = jax.ad_checkpoint.checkpoint_name
-    y = name(jnp.sin(x), "y")
-    z = name(jnp.sin(y), "z")
-    return jnp.sum(name(jnp.sin(z), "w"))
+    y = checkpoint_name(jnp.sin(x), "y")
+    z = checkpoint_name(jnp.sin(y), "z")
+    return jnp.sum(checkpoint_name(jnp.sin(z), "w"))
 
 
 def offload_kept(remat3_on: bool) -> str:
@@ -322,7 +321,8 @@ def nnx_case(policy: Any) -> tuple[Callable[..., jax.Array], tuple[Any, ...]]:
     cfg = SIZES["tiny"]
     batch = make_batch(cfg)
     model = nt.Transformer(cfg, rngs=nnx.Rngs(0))
-    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    parts: Any = nnx.split(model, nnx.Param, ...)  # typed as a variadic tuple
+    graphdef, params, rest = parts
 
     def loss(params: Any) -> jax.Array:
         m = nnx.merge(graphdef, params, rest, copy=True)

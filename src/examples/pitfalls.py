@@ -6,6 +6,7 @@ tanh MLP of :mod:`examples.models` (``tanh_layer``, ``stacked_tanh``, ``scan_los
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -93,6 +94,37 @@ def _three_stages(w: jax.Array, x: jax.Array, wrap: str) -> jax.Array:
 PLACEMENTS = ("nowhere", "whole function", "last stage", "first two stages")
 
 
+def placement_function(where: str) -> Callable[[jax.Array, jax.Array], jax.Array]:
+    """The three-stage loss with ``jax.checkpoint`` at ``where`` (one of :data:`PLACEMENTS`)."""
+    if where == "whole function":
+        return jax.checkpoint(lambda w, x: _three_stages(w, x, "nowhere"))
+    return lambda w, x: _three_stages(w, x, where)
+
+
+def count_products(fn: Callable[..., Any], *args: Any) -> tuple[int, int]:
+    """Matrix products in ``jax.jit(fn)``'s program: as JAX lowers it (StableHLO
+    ``dot_general``) and as XLA compiles it (HLO ``dot``), from JAX's own ``.lower()``,
+    ``.as_text()`` and ``.compile().as_text()``."""
+    lowered = jax.jit(fn).lower(*args)
+    compiled = lowered.compile().as_text() or ""
+    return (
+        lowered.as_text().count("stablehlo.dot_general"),
+        len(re.findall(r"\bdot\(", compiled)),
+    )
+
+
+def placement_products(value_and_grad: bool = True) -> dict[str, tuple[int, int]]:
+    """:func:`count_products` of the gradient for each placement: whether XLA kept the
+    recomputation JAX asked for (more products compiled than without a checkpoint) or removed
+    it (as many as without)."""
+    w, xs = stage_inputs(stages=3)
+    differentiate = jax.value_and_grad if value_and_grad else jax.grad
+    return {
+        where: count_products(differentiate(placement_function(where)), w, xs[0])
+        for where in PLACEMENTS
+    }
+
+
 def placement_costs(
     value_and_grad: bool = False,
 ) -> dict[str, tuple[Residuals, CompiledStats]]:
@@ -106,10 +138,7 @@ def placement_costs(
     differentiate = jax.value_and_grad if value_and_grad else jax.grad
     out = {}
     for where in PLACEMENTS:
-        if where == "whole function":
-            f = jax.checkpoint(lambda w, x: _three_stages(w, x, "nowhere"))
-        else:
-            f = lambda w, x, where=where: _three_stages(w, x, where)
+        f = placement_function(where)
         out[where] = (saved_residuals(f, w, x), compiled_stats(differentiate(f), w, x))
     return out
 

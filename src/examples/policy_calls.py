@@ -107,3 +107,53 @@ def describe_policy(policy: Any) -> str:
     if inspect.isfunction(policy):
         return f"the function {policy.__qualname__}"
     return repr(policy)
+
+
+# --- releases whose offloading policies are dataclasses (jax 0.11) ------------------------------
+
+#: The factories that return the offloading policies' classes, where a release has them.
+_OFFLOAD_CLASS_FACTORIES = {
+    "SaveAndOffloadOnlyTheseNames": "save_and_offload_only_these_names",
+    "OffloadDotWithNoBatchDims": "offload_dot_with_no_batch_dims",
+}
+
+
+def _both(policy: Any) -> tuple[Any, Any] | None:
+    variables = closure_variables(policy)
+    return (variables["policy_1"], variables["policy_2"]) if "policy_1" in variables else None
+
+
+def policy_names_of_any(policy: Any) -> frozenset[str] | None:
+    """:func:`policy_names`, also where ``save_and_offload_only_these_names`` is a dataclass."""
+    if type(policy).__name__ == "SaveAndOffloadOnlyTheseNames":
+        return frozenset(policy.names_which_can_be_saved) | set(policy.names_which_can_be_offloaded)
+    both = _both(policy)
+    if both is None:
+        return policy_names(policy)
+    found = [policy_names_of_any(inner) for inner in both]
+    union = frozenset().union(*(f for f in found if f is not None))
+    return union if union or any(f is not None for f in found) else None
+
+
+def wants_unbatched_dots_of_any(policy: Any) -> bool:
+    """:func:`wants_unbatched_dots`, also where ``offload_dot_with_no_batch_dims`` is a class."""
+    if type(policy).__name__ == "OffloadDotWithNoBatchDims":
+        return True
+    both = _both(policy)
+    if both is None:
+        return wants_unbatched_dots(policy)
+    return any(wants_unbatched_dots_of_any(inner) for inner in both)
+
+
+def describe_policy_of_any(policy: Any) -> str:
+    """:func:`describe_policy`, also where the offloading policies are dataclasses."""
+    factory = _OFFLOAD_CLASS_FACTORIES.get(type(policy).__name__)
+    if factory == "save_and_offload_only_these_names":
+        names = sorted(policy_names_of_any(policy) or ())
+        return f"{factory}({', '.join(repr(n) for n in names)})"
+    if factory is not None:
+        return factory
+    both, outer = _both(policy), factory_of(policy)
+    if both is not None and outer is not None:
+        return f"{outer}({', '.join(describe_policy_of_any(inner) for inner in both)})"
+    return describe_policy(policy)

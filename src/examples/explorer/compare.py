@@ -16,7 +16,8 @@ from examples.display import Table
 from examples.explorer.data import Result
 from examples.explorer.model import NO_REMAT, POLICIES
 from examples.explorer.render import FLOPS, FLOPS_WITHOUT_PRODUCTS, plot_tradeoff, results_table
-from examples.measure import MIN_REPEATS, compiled_stats, time_call
+from examples.explorer.run import interleaved_timings
+from examples.measure import MIN_REPEATS, compiled_stats
 from examples.residuals import saved_residuals
 
 if TYPE_CHECKING:
@@ -126,24 +127,31 @@ def compare_policies(
         if unknown:
             raise KeyError(f"unknown policies {unknown}; known: {list(POLICIES)}")
         policies = {p: POLICIES[p] for p in policies}
-    results = []
+    grads: dict[str, Callable[..., Any]] = {}
+    checkpointed: dict[str, Callable[..., Any]] = {}
     for label, policy in policies.items():
         f: Callable[..., Any]
         if takes_policy:
             f = functools.partial(fn, policy=policy)
         else:
             f = fn if policy is None else jax.checkpoint(fn, policy=policy)
-        grad = jax.grad(f, argnums=argnums, allow_int=True)
-        stats = compiled_stats(grad, *args)
-        results.append(
-            Result.with_timing(
-                time_call(jax.jit(grad), *args, repeats=repeats),
-                policy=label,
-                residual_bytes_per_layer=saved_residuals(f, *args).excluding_arguments().nbytes,
-                temp_bytes=stats.temp_bytes,
-                argument_bytes=stats.argument_bytes,
-                host_temp_bytes=stats.host_temp_bytes,
-                flops=stats.flops,
-            )
+        checkpointed[label] = f
+        grads[label] = jax.grad(f, argnums=argnums, allow_int=True)
+    stats = {label: compiled_stats(grad, *args) for label, grad in grads.items()}
+    # Timed in rounds that call every variant once, so a slow spell falls on all of them.
+    timings = interleaved_timings(
+        {label: jax.jit(grad) for label, grad in grads.items()}, *args, repeats=repeats
+    )
+    results = [
+        Result.with_timing(
+            timings[label],
+            policy=label,
+            residual_bytes_per_layer=saved_residuals(f, *args).excluding_arguments().nbytes,
+            temp_bytes=stats[label].temp_bytes,
+            argument_bytes=stats[label].argument_bytes,
+            host_temp_bytes=stats[label].host_temp_bytes,
+            flops=stats[label].flops,
         )
+        for label, f in checkpointed.items()
+    ]
     return Comparison(results, jax.default_backend())

@@ -141,6 +141,11 @@ def ordering_sentence(results: Sequence[Result], against: str = NO_REMAT) -> str
         )
     groups = {v: [n for n, w in verdicts.items() if w == v] for v in ("faster", "slower")}
     noise = [n for n, w in verdicts.items() if w == "within the noise"]
+    if not groups["faster"] and not groups["slower"]:
+        return (
+            f"Against `{against}`, the ranges of timed calls overlap for every policy: this "
+            "machine cannot tell their step times apart."
+        )
     return (
         f"Against `{against}`, with an ordering claimed only where the ranges of timed calls do "
         f"not overlap: faster: {_names(groups['faster'])}; slower: {_names(groups['slower'])}; "

@@ -2,19 +2,24 @@
 
 Memory and FLOPs come from XLA's analyses of the compiled gradient
 (:func:`examples.measure.compiled_stats`); step times are the median and spread of at least
-seven timed calls (:func:`examples.measure.time_call`).
+seven timed calls per policy, taken in rounds that call every policy once, in a rotated order
+(:func:`interleaved_timings`), so that a slow spell of a shared machine falls on all of them
+rather than on whichever policy was being timed.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import jax
 
 from examples.explorer.data import DepthPoint, Result, Run
 from examples.explorer.model import NO_REMAT, POLICIES, layer_residuals, make_loss
-from examples.measure import MIN_REPEATS, compiled_stats, time_call
+from examples.measure import MIN_REPEATS, Timing, compiled_stats
 from examples.models import Config, init_inputs, init_params
 from examples.runinfo import collect
 
@@ -25,32 +30,58 @@ def _check_names(names: Sequence[str]) -> None:
         raise KeyError(f"unknown policies {unknown}; known: {list(POLICIES)}")
 
 
+def interleaved_timings(
+    fns: dict[str, Callable[..., Any]], *args: Any, repeats: int = MIN_REPEATS, warmup: int = 2
+) -> dict[str, Timing]:
+    """Time each of ``fns`` on ``args``: after ``warmup`` calls of each, ``repeats`` rounds that
+    call every function once (the order rotated by one each round), blocking on each result."""
+    if repeats < MIN_REPEATS:
+        raise ValueError(f"repeats must be at least {MIN_REPEATS}, not {repeats}")
+    names = list(fns)
+    for name in names:
+        for _ in range(warmup):
+            jax.block_until_ready(fns[name](*args))
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for round_ in range(repeats):
+        shift = round_ % len(names) if names else 0
+        for name in names[shift:] + names[:shift]:
+            start = time.perf_counter()
+            jax.block_until_ready(fns[name](*args))
+            samples[name].append(time.perf_counter() - start)
+    return {
+        name: Timing(statistics.median(s), min(s), max(s), repeats) for name, s in samples.items()
+    }
+
+
 def measure(
     cfg: Config,
     policies: Sequence[str] | None = None,
     repeats: int = MIN_REPEATS,
     time_steps: bool = True,
 ) -> list[Result]:
-    """Measure every named policy (all of :data:`POLICIES` by default) on the model ``cfg``."""
+    """Measure every named policy (all of :data:`POLICIES` by default) on the model ``cfg``;
+    the step times are taken interleaved (:func:`interleaved_timings`)."""
     names = list(POLICIES) if policies is None else list(policies)
     _check_names(names)
     params, x = init_params(cfg), init_inputs(cfg)
-    results = []
-    for name in names:
-        grad = jax.grad(make_loss(cfg, POLICIES[name]))
-        stats = compiled_stats(grad, params, x)
-        results.append(
-            Result.with_timing(
-                time_call(jax.jit(grad), params, x, repeats=repeats) if time_steps else None,
-                policy=name,
-                residual_bytes_per_layer=layer_residuals(cfg, POLICIES[name]).nbytes,
-                temp_bytes=stats.temp_bytes,
-                argument_bytes=stats.argument_bytes,
-                host_temp_bytes=stats.host_temp_bytes,
-                flops=stats.flops,
-            )
+    grads = {name: jax.grad(make_loss(cfg, POLICIES[name])) for name in names}
+    stats = {name: compiled_stats(grad, params, x) for name, grad in grads.items()}
+    timings: dict[str, Timing | None] = dict.fromkeys(names)
+    if time_steps:
+        jitted = {name: jax.jit(grad) for name, grad in grads.items()}
+        timings.update(interleaved_timings(jitted, params, x, repeats=repeats))
+    return [
+        Result.with_timing(
+            timings[name],
+            policy=name,
+            residual_bytes_per_layer=layer_residuals(cfg, POLICIES[name]).nbytes,
+            temp_bytes=stats[name].temp_bytes,
+            argument_bytes=stats[name].argument_bytes,
+            host_temp_bytes=stats[name].host_temp_bytes,
+            flops=stats[name].flops,
         )
-    return results
+        for name in names
+    ]
 
 
 DEPTH_POLICIES = (NO_REMAT, "dots_with_no_batch_dims_saveable", "nothing_saveable")

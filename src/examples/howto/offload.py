@@ -102,11 +102,20 @@ def host_transfers(jaxpr: Any, times: int = 1) -> Transfers:
     counts = [0, 0, 0, 0]
     for eqn in open_jaxpr(jaxpr).eqns:
         if eqn.primitive.name == "device_put":
-            for src, dst in zip(eqn.invars, eqn.outvars, strict=True):
-                if _space(dst.aval) == "Host" and _space(src.aval) != "Host":
+            kinds = eqn.params.get("devices") or [None] * len(eqn.outvars)
+            for src, dst, kind in zip(eqn.invars, eqn.outvars, kinds, strict=True):
+                src_space, dst_space = _space(src.aval), _space(dst.aval)
+                if dst_space == "None" and src_space == "None":
+                    # Releases whose values carry no memory space (jax 0.5) name only where a
+                    # device_put sends its value: a host kind is a transfer there, "device" one
+                    # back (JAX puts a value to "device" only to bring an offloaded one back).
+                    kind = str(getattr(kind, "memory_kind", None))
+                    dst_space = "Host" if "host" in kind else "None"
+                    src_space = "Host" if kind == "device" else "None"
+                if dst_space == "Host" and src_space != "Host":
                     counts[0] += times
                     counts[1] += times * _nbytes(dst.aval)
-                elif _space(src.aval) == "Host" and _space(dst.aval) != "Host":
+                elif src_space == "Host" and dst_space != "Host":
                     counts[2] += times
                     counts[3] += times * _nbytes(dst.aval)
         inner = times * int(eqn.params.get("length", 1)) if eqn.primitive.name == "scan" else times

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import functools
 import json
 import math
 import sys
@@ -154,6 +155,22 @@ def jit_step(
 # --- the same step under shard_map: every collective written out -------------------------------
 
 
+def shard_map(*, mesh: Mesh, in_specs: Any, out_specs: Any) -> Callable[[Any], Any]:
+    """``jax.shard_map(mesh=..., in_specs=..., out_specs=...)`` as a decorator, on every release.
+
+    Releases before ``jax.shard_map`` (jax 0.5) have it as ``jax.experimental.shard_map``, which
+    takes the function first, and whose replication check knows no rule for ``checkpoint_name``
+    (it asks for ``check_rep=False``); both are called the same way here.
+    """
+    specs = {"mesh": mesh, "in_specs": in_specs, "out_specs": out_specs}
+    if hasattr(jax, "shard_map"):
+        return functools.partial(jax.shard_map, **specs)
+    from jax.experimental.shard_map import shard_map as experimental
+
+    return functools.partial(experimental, **specs, check_rep=False)
+
+
+
 def shard_map_loss(cfg: Config, mesh: Mesh, policy: Any) -> Callable[..., jax.Array]:
     """The loss as per-device code: each device gathers the weights itself and averages the loss.
 
@@ -172,7 +189,7 @@ def shard_map_loss(cfg: Config, mesh: Mesh, policy: Any) -> Callable[..., jax.Ar
     if policy is not None:
         layer = jax.checkpoint(layer, policy=policy)
 
-    @jax.shard_map(mesh=mesh, in_specs=(WEIGHTS, BATCH), out_specs=P())
+    @shard_map(mesh=mesh, in_specs=(WEIGHTS, BATCH), out_specs=P())
     def loss(params: dict[str, jax.Array], x: jax.Array) -> jax.Array:
         mean: jax.Array = jax.lax.pmean(scan_loss(layer)(params, x), AXES)
         return mean

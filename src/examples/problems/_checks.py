@@ -14,7 +14,11 @@ problem here checks the *structure* of the learner's function:
   or equality and by behaviour (what it keeps on a probe function with and without batch
   dimensions, and with values named with the problem's names and with another);
 - ``residuals``: what ``jax.vjp`` of the learner's function keeps (from
-  :func:`examples.residuals.saved_residuals`) is what the reference solution keeps.
+  :func:`examples.residuals.saved_residuals`) is exactly what the reference solution keeps:
+  the same multiset of (primitive or ``checkpoint_name`` name, shape, dtype), arguments by
+  shape and dtype. Where the problem leaves code outside the checkpoint (a loss after a scan),
+  a value kept there may be computed otherwise at the same shape and dtype (``h * h`` keeps
+  ``h`` where ``h ** 2`` keeps ``2h``): that passes, and the line says what differs.
 
 What the reference keeps is worked out by :func:`prepare` before any learner code runs, so a
 solution that changes JAX's configuration cannot change the yardstick.
@@ -22,7 +26,6 @@ solution that changes JAX's configuration cannot change the yardstick.
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import functools
 import inspect
@@ -35,9 +38,34 @@ import jax.numpy as jnp
 import numpy as np
 from jax.ad_checkpoint import checkpoint_name
 
-from examples.jaxprs import jit_inlined, remat3_enabled
+from examples.jaxprs import remat3, remat3_available, remat3_enabled
 from examples.policy_calls import describe_policy, same_policy
 from examples.problems._placement import Placement, place
+from examples.problems._residuals import (
+    describe_computed,
+    describe_keys,
+    residual_difference,
+    residual_listing,
+    residual_signature,
+    same_arrays,
+)
+
+__all__ = [
+    "OTHER_NAME",
+    "Check",
+    "Prepared",
+    "compare_policy",
+    "describe_computed",
+    "max_error",
+    "policy_behaviour",
+    "policy_name",
+    "prepare",
+    "remat3_ignores_function_policies",
+    "residual_listing",
+    "residual_signature",
+    "signature_text",
+    "standard_checks",
+]
 from examples.problems._runner import CHECK_NAMES
 from examples.problems._spec import Case, Problem
 from examples.residuals import Residuals, saved_residuals
@@ -59,6 +87,27 @@ def _is_plain_function(policy: Any) -> bool:
     return isinstance(policy, types.FunctionType) and not same_policy(
         policy, jax.checkpoint_policies.everything_saveable
     )
+
+
+@functools.cache
+def remat3_ignores_function_policies() -> bool:
+    """Whether this JAX's ``jax_remat3`` recomputes everything instead of calling a policy
+    written as a Python function (the releases that read only JAX's own policy objects), found
+    by trying it: a function that wraps ``dots_with_no_batch_dims_saveable`` keeps nothing."""
+    if not remat3_available():
+        return False
+    dots = jax.checkpoint_policies.dots_with_no_batch_dims_saveable
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return dots(*args, **kwargs)
+
+    def f(a: jax.Array, b: jax.Array) -> jax.Array:
+        return jnp.sum(jnp.sin(a @ b))
+
+    a = jnp.ones((2, 3), jnp.float32)
+    with remat3(True):
+        kept = saved_residuals(jax.checkpoint(f, policy=wrapper), a, a.T)
+    return len(kept.excluding_arguments()) == 0
 
 
 #: A name no problem asks for: the probe names a value so, so that a policy that keeps every
@@ -131,44 +180,12 @@ def compare_policy(
             + probe
         )
     detail = f"found {policy_name(found)}; the problem asks for {wanted}"
-    if remat3_enabled() and _is_plain_function(found):
+    if remat3_enabled() and _is_plain_function(found) and remat3_ignores_function_policies():
         detail += (
             " (under jax_remat3, JAX does not call a policy written as a function: it recomputes "
             "everything, so pass JAX's policy object itself)"
         )
     return False, detail
-
-
-# --- residuals ------------------------------------------------------------------------------------
-
-
-def residual_listing(fn: Callable[..., Any], *arrays: Any) -> Residuals:
-    """``saved_residuals`` with ``jit`` inlined, so a jitted solution lists what it keeps inside
-    (:func:`examples.jaxprs.jit_inlined`; a scan stays a scan, so one carry per layer is listed
-    as one stacked array)."""
-    return saved_residuals(jit_inlined(fn, *arrays), *arrays)
-
-
-def residual_signature(listing: Residuals) -> collections.Counter[tuple[str, str, str | None]]:
-    """(kind, type, name) of each value kept: what it costs in memory.
-
-    Argument names, source lines and the primitive that computed a value are left out: under
-    ``jax_remat3`` arguments are named otherwise, and a checkpoint nested in another (legal, and
-    keeping the same values) reports its outputs as the outer checkpoint's. Names given with
-    ``checkpoint_name`` count.
-    """
-    return collections.Counter(
-        (r.kind, r.type_str, r.detail if r.kind == "named" else None) for r in listing
-    )
-
-
-def describe_computed(listing: Residuals) -> str:
-    computed = collections.Counter(
-        f"{r.detail or r.kind} {r.type_str}" for r in listing.excluding_arguments()
-    )
-    if not computed:
-        return "nothing it computed (only its inputs)"
-    return ", ".join(what + (f" ×{n}" if n > 1 else "") for what, n in sorted(computed.items()))
 
 
 # --- numbers --------------------------------------------------------------------------------------
@@ -244,6 +261,13 @@ def standard_checks(problem: Problem, fn: Callable[..., Any], prepared: Prepared
 
     def shape() -> tuple[bool, str]:
         for case, out in zip(cases, outputs, strict=True):
+            if callable(out):
+                return False, (
+                    f"returned a function for {case.label}, not an array: "
+                    "jax.checkpoint(fn, policy=...) wraps a function and returns a new one; "
+                    "call the new one with the arguments, jax.checkpoint(fn, policy=...)"
+                    f"({', '.join(problem.arg_names)})"
+                )
             want = problem.output_shape(case)
             got = np.shape(out)
             if got != want:
@@ -318,7 +342,7 @@ def standard_checks(problem: Problem, fn: Callable[..., Any], prepared: Prepared
 
     def policy() -> tuple[bool, str]:
         found = placement()
-        placed = found.placed
+        placed = found.placed or found.partial
         if not placed:
             return False, found.no_policy_reason
         results = [
@@ -330,17 +354,41 @@ def standard_checks(problem: Problem, fn: Callable[..., Any], prepared: Prepared
         for ok, detail in results:
             if not ok:
                 return False, detail
+        if not found.placed:
+            return True, (
+                f"{results[0][1]}, on the checkpoint that is there (it surrounds only part of "
+                "what it should: see the remat line)"
+            )
         return True, results[0][1]
 
     def residuals() -> tuple[bool, str]:
         g, arrays = problem.on_arrays(fn, first)
         mine = residual_listing(g, *arrays)
         theirs = prepared.reference_residuals
-        if residual_signature(mine) == residual_signature(theirs):
-            return True, (f"keeps {describe_computed(mine)}, as the reference does ({first.label})")
+        extra, missing = residual_difference(mine, theirs)
+        if not extra and not missing:
+            return True, (
+                f"keeps {describe_computed(mine)}: the same values, by primitive, shape and "
+                f"dtype, as the reference ({first.label})"
+            )
+        differences = []
+        if extra:
+            differences.append(f"keeps {describe_keys(extra)} that the reference does not")
+        if missing:
+            differences.append(f"does not keep {describe_keys(missing)} that the reference keeps")
+        if same_arrays(mine, theirs) and not problem.whole_in_checkpoint:
+            # Code the problem leaves outside the checkpoint (the loss, say) may keep another
+            # value of the same shape: h * h keeps h where h ** 2 keeps 2h. Same memory, and not
+            # what the problem is about, so it passes, with the difference said.
+            return True, (
+                f"keeps {describe_computed(mine)}: arrays of the same shapes and dtypes as the "
+                f"reference's {describe_computed(theirs)}, computed otherwise (yours "
+                f"{' and '.join(differences)}; outside the checkpoint that is yours to choose) "
+                f"({first.label})"
+            )
         return False, (
             f"the backward pass would keep {describe_computed(mine)}; the reference keeps "
-            f"{describe_computed(theirs)} ({first.label})"
+            f"{describe_computed(theirs)}; yours {' and '.join(differences)} ({first.label})"
         )
 
     checks: list[Check] = [

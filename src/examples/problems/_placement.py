@@ -21,7 +21,17 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from examples.jaxprs import RematSite, checkpoint_names, count_primitive, remat_sites
+import collections
+
+from examples.jaxprs import (
+    RematSite,
+    checkpoint_names,
+    count_primitive,
+    equation_jaxprs,
+    is_remat,
+    open_jaxpr,
+    remat_sites,
+)
 from examples.problems._spec import Problem
 
 #: The loop primitive a stack of layers is applied with (``jax.lax.scan``, ``nnx.scan``, and
@@ -39,6 +49,29 @@ class Placement:
     placed: tuple[RematSite, ...]
     #: why there is no policy to judge, when ``placed`` is empty
     no_policy_reason: str = ""
+    #: checkpoints in the right place that surround only part of what they should: their
+    #: policies are still judged, so that the policy line names the policy, not a missing one
+    partial: tuple[RematSite, ...] = ()
+
+
+#: Primitives that move or relabel data without computing: allowed outside the checkpoint.
+_NOT_WORK = frozenset({"convert_element_type", "copy", "copy_p", "device_put"})
+
+
+def work_outside_checkpoints(jaxpr: Any) -> collections.Counter[str]:
+    """The primitives computed outside every checkpoint (looking inside ``jit`` and
+    ``custom_jvp`` wrappers, not inside checkpoints)."""
+    found: collections.Counter[str] = collections.Counter()
+    for eqn in open_jaxpr(jaxpr).eqns:
+        if is_remat(eqn):
+            continue
+        subs = list(equation_jaxprs(eqn))
+        if subs:
+            for sub in subs:
+                found.update(work_outside_checkpoints(sub))
+        elif eqn.primitive.name not in _NOT_WORK:
+            found[eqn.primitive.name] += 1
+    return found
 
 
 def _quoted(names: Any) -> str:
@@ -68,7 +101,7 @@ def place(problem: Problem, jaxpr: Any) -> Placement:
             return Placement(
                 False,
                 "there is a checkpoint but no scan in the traced function: apply the layers with "
-                "jax.lax.scan (a Python loop traces one copy of the layer per layer)",
+                f"{problem.scan_call} (a Python loop traces one copy of the layer per layer)",
                 (),
                 "no scan, so no checkpoint in a scan's body and no policy to judge",
             )
@@ -103,9 +136,19 @@ def place(problem: Problem, jaxpr: Any) -> Placement:
     named = [s for s in placed if set(problem.names) <= set(checkpoint_names(s.jaxpr))]
     if placed and not named:
         problems.append(_missing_names(problem, jaxpr, placed))
+    if placed and problem.whole_in_checkpoint:
+        outside = work_outside_checkpoints(jaxpr)
+        if outside:
+            problems.append(
+                f"a checkpoint ({placed[0].primitive}) surrounds "
+                f"{_count(placed[0].products, 'matrix product')}, but "
+                f"{', '.join(sorted(outside))} run{'s' if len(outside) == 1 else ''} outside it; "
+                "the problem asks for the whole computation inside one jax.checkpoint"
+            )
     no_policy = f"no checkpoint {where}, so no policy to judge"
+    partial = tuple(candidates) if candidates and not placed else ()
     if problems:
-        return Placement(False, problems[0], tuple(placed), no_policy)
+        return Placement(False, problems[0], tuple(placed), no_policy, partial)
     first = named[0]
     detail = f"a checkpoint ({first.primitive}) "
     if problem.inside_scan:

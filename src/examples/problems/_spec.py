@@ -62,6 +62,11 @@ class Problem:
     #: (a names-based policy keeps only values it can see by name); the policy check also tells
     #: policies apart by what they keep of values named so
     names: tuple[str, ...] = ()
+    #: the whole function must run inside the checkpoint: no computation outside it (the problem
+    #: says "the whole pipeline inside one jax.checkpoint")
+    whole_in_checkpoint: bool = False
+    #: how the problem's page tells the learner to apply a stack of layers
+    scan_call: str = "jax.lax.scan"
 
     @property
     def page(self) -> str:

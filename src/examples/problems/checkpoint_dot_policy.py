@@ -18,6 +18,7 @@ from numpy.typing import ArrayLike
 from examples.measure import CompiledStats, compiled_stats
 from examples.models import rms_norm, scan_loss
 from examples.problems._spec import Case, Problem, away_from_kinks, normal
+from examples.residuals import saved_residuals
 
 # -- the reference solution -----------------------------------------------------------------------
 
@@ -95,6 +96,7 @@ PROBLEM = Problem(
     array_args=(0, 1, 2),
     output_shape=lambda case: (),
     required_policy=jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+    whole_in_checkpoint=True,
 )
 
 
@@ -134,6 +136,11 @@ def page_inputs(n: int = 64, d: int = 32, seed: int = 0) -> tuple[jax.Array, jax
 def two_tanh_layers(w1: jax.Array, w2: jax.Array, x: jax.Array) -> jax.Array:
     """``mean(tanh(tanh(x @ w1) @ w2))``: two products, each followed by a cheap ``tanh``."""
     return jnp.mean(jnp.tanh(jnp.tanh(x @ w1) @ w2))
+
+
+def tanh_derivative_keeps(x: jax.Array) -> list[str]:
+    """The primitives whose outputs JAX's derivative rule for ``tanh`` keeps, on this JAX."""
+    return [r.primitive or r.kind for r in saved_residuals(jnp.tanh, x).excluding_arguments()]
 
 
 def batched_products(w: jax.Array, xs: jax.Array) -> jax.Array:

@@ -143,6 +143,7 @@ PROBLEM = Problem(
     required_policy=jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
     products_inside=2,
     inside_scan=True,
+    scan_call="nnx.scan",
 )
 
 

@@ -96,6 +96,7 @@ PROBLEM = Problem(
     required_policy=jax.checkpoint_policies.save_only_these_names(HIDDEN),
     products_inside=2,
     names=(HIDDEN,),
+    whole_in_checkpoint=True,
 )
 
 

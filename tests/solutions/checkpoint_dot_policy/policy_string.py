@@ -1,10 +1,11 @@
 """The policy's name in quotes instead of the policy object.
 
 The forward pass never calls the policy, so the value comes out right; the gradient fails.
-Under jax_remat3 JAX does not call it either, and recomputes everything.
+Under jax_remat3, the releases that call no policy but their own kind (JAX 0.10.2) do not
+call it either, and recompute everything; JAX 0.12 calls it, and the gradient fails.
 
 expect: fail gradient policy residuals
-expect under remat3: fail policy residuals
+expect under remat3 if it ignores function policies: fail policy residuals
 says: found the string 'dots_with_no_batch_dims_saveable'; a policy is an object
 """
 

@@ -1,10 +1,10 @@
 """The policy wrapped in a function of the learner's own. The default remat calls it and keeps
-the products; under jax_remat3 JAX does not call a policy function at all and recomputes
-everything, so the same file fails there.
+the products. Under jax_remat3, JAX 0.10.2 (for one) does not call a policy function at all and
+recomputes everything, so the same file fails there; JAX 0.12 calls it, as remat2 does.
 
 expect: pass
-expect under remat3: fail policy residuals
-says under remat3: under jax_remat3, JAX does not call a policy written as a function
+expect under remat3 if it ignores function policies: fail policy residuals
+says under remat3 if it ignores function policies: JAX does not call a policy written as a function
 """
 
 import jax

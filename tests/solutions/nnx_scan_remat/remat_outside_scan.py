@@ -1,10 +1,10 @@
 """The decorators in the wrong order: nnx.remat above nnx.scan checkpoints the whole scan, so the
 backward pass recomputes every block at once and holds all their values together. Between the
 passes, JAX's default implementation lets the policy reach into the scan and keep each block's
-products, the same values the reference keeps; under jax_remat3 it keeps others.
+products, the same values the reference keeps; under jax_remat3 on JAX 0.10.2 it keeps others.
 
 expect: fail remat policy
-expect under remat3: fail remat policy residuals
+expect under remat3 if a policy around a scan keeps other values: fail remat policy residuals
 says: surrounds the whole scan
 """
 

@@ -1,10 +1,10 @@
 """The value is named, but the policy is nothing_saveable: names only matter to a policy that
-reads them. (Under jax_remat3, jax.checkpoint turns nothing_saveable into no policy at all, and
-the checker says so.)
+reads them. (Under jax_remat3, jax.checkpoint turns nothing_saveable into no policy at all on the
+releases that do so, and the checker says so.)
 
 expect: fail policy residuals
 says: found nothing_saveable
-says under remat3: found no policy
+says under remat3 if it turns nothing_saveable into no policy: found no policy
 """
 
 import jax

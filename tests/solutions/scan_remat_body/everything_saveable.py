@@ -1,10 +1,10 @@
 """The body checkpointed with policy=everything_saveable, meant as "keep what is needed": by
-default it keeps every value of every layer, as if there were no checkpoint. (Under jax_remat3,
-everything_saveable keeps only values named with checkpoint_name, so here it keeps what the
-reference keeps; the policy is still not the one asked for.)
+default it keeps every value of every layer, as if there were no checkpoint. (Under jax_remat3
+on JAX 0.10.2, everything_saveable keeps only values named with checkpoint_name, so here it keeps
+what the reference keeps; the policy is still not the one asked for.)
 
 expect: fail policy residuals
-expect under remat3: fail policy
+expect under remat3 if everything_saveable keeps only names: fail policy
 says: found everything_saveable
 """
 
