@@ -118,3 +118,50 @@ def test_a_changed_input_misses_the_cache(runs: dict[str, dict]) -> None:
     assert runs["other shape"]["misses"] > 0
     assert runs["other shape"]["temp"] != runs["again"]["temp"]
     assert runs["other shape"]["flops"] > runs["again"]["flops"]
+
+
+DUMP_PROBE = textwrap.dedent(
+    """
+    import os, sys, tempfile
+    import jax, jax.numpy as jnp
+    from examples.measure import persistent_cache_off
+
+    def dumped(off):
+        with tempfile.TemporaryDirectory() as folder:
+            lowered = jax.jit(lambda x: jnp.outer(x, x).sum()).lower(jnp.ones(64))
+            options = {"xla_dump_to": folder}
+            if off:
+                with persistent_cache_off():
+                    lowered.compile(compiler_options=options)
+            else:
+                lowered.compile(compiler_options=options)
+            return any(n.endswith("buffer-assignment.txt") for n in os.listdir(folder))
+
+    print(dumped(sys.argv[1] == "off"), jax.config.jax_enable_compilation_cache)
+    """
+)
+
+
+def test_a_dump_needs_the_persistent_cache_off(tmp_path: Path) -> None:
+    """A program read from the cache is not compiled, so XLA dumps nothing for it; inside
+    examples.measure.persistent_cache_off it is compiled (and the cache is on again after)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_")} | {
+        "JAX_PLATFORMS": "cpu",
+        "JAX_COMPILATION_CACHE_DIR": str(tmp_path),
+        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+        "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
+    }
+
+    def probe(mode: str) -> list[str]:
+        return subprocess.run(
+            [sys.executable, "-c", DUMP_PROBE, mode],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+            check=True,
+        ).stdout.split()
+
+    assert probe("on") == ["True", "True"]  # compiled for the first time: dumped, and cached
+    assert probe("on") == ["False", "True"]  # read from the cache: no dump
+    assert probe("off") == ["True", "True"]  # compiled again, and the cache is on afterwards

@@ -6,10 +6,11 @@ the page is built, on whatever backend builds it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
@@ -122,3 +123,23 @@ def time_call(
         jax.block_until_ready(fn(*args, **kwargs))
         samples.append(time.perf_counter() - start)
     return Timing(statistics.median(samples), min(samples), max(samples), repeats)
+
+
+@contextlib.contextmanager
+def persistent_cache_off() -> Iterator[None]:
+    """JAX's persistent compilation cache off for the compilations inside, then as it was.
+
+    A program read from the cache is not compiled, so XLA writes no dump of it (its buffer
+    assignment, say): a dump needs a real compilation. JAX keeps the dump options out of the
+    cache key, so asking for a dump does not miss the cache by itself.
+    """
+    from jax.experimental.compilation_cache import compilation_cache
+
+    before = bool(jax.config.jax_enable_compilation_cache)
+    jax.config.update("jax_enable_compilation_cache", False)
+    compilation_cache.reset_cache()  # the cache is asked once per process, then remembered
+    try:
+        yield
+    finally:
+        jax.config.update("jax_enable_compilation_cache", before)
+        compilation_cache.reset_cache()

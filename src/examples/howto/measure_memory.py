@@ -24,6 +24,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from examples import measure
 from examples.display import Table, format_bytes
 from examples.residuals import relative_source
 
@@ -325,7 +326,8 @@ def buffer_assignment(fn: Any, *args: Any) -> tuple[list[str], str]:
     """
     with tempfile.TemporaryDirectory() as folder:
         options = {"xla_dump_to": folder, "xla_dump_hlo_as_text": True}
-        jax.jit(fn).lower(*args).compile(compiler_options=options)
+        with measure.persistent_cache_off():  # a program read from the cache is not dumped
+            jax.jit(fn).lower(*args).compile(compiler_options=options)
         names = sorted(os.listdir(folder))
         chosen = [n for n in names if n.endswith("buffer-assignment.txt")]
         if not chosen:
