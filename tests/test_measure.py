@@ -5,6 +5,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import pytest
 
+from examples import measure
 from examples.measure import MIN_REPEATS, Timing, compiled_stats, time_call
 
 
@@ -46,3 +47,21 @@ def test_compare_claims_an_order_only_without_overlap():
 def test_timing_prints_median_and_spread():
     text = str(_timing(0.00102, 0.0011, 0.00131))
     assert text == "1.1 ms (median of 7; 1.02–1.31 ms)"
+
+
+def test_interleaved_timing_gives_every_step_a_median_and_a_spread():
+    calls = []
+
+    def step(label):
+        return lambda x: calls.append(label) or x
+
+    times = measure.time_interleaved({"a": step("a"), "b": step("b")}, jnp.ones(2), repeats=7)
+    assert set(times) == {"a", "b"}
+    for t in times.values():
+        assert t.repeats == 7
+        assert t.min_s <= t.median_s <= t.max_s
+    # Two warm-up calls of each, then seven rounds in turns, the order rotated each round.
+    rounds = [["a", "b"] if r % 2 == 0 else ["b", "a"] for r in range(7)]
+    assert calls == ["a", "a", "b", "b", *(label for r in rounds for label in r)]
+    with pytest.raises(ValueError, match="at least"):
+        measure.time_interleaved({"a": step("a")}, jnp.ones(2), repeats=2)

@@ -62,7 +62,20 @@ def step():
 
 
 def test_whole_function_checkpoint_costs_a_forward_pass_in_a_training_step(step):
-    assert step["whole function"].flops > step["nowhere"].flops
+    """JAX always lowers the second forward pass; whether the compiled step still runs it is
+    XLA's decision on this release (the XLA of JAX 0.5.0 to 0.10.2 merges it with the first on
+    the CPU, that of 0.12 keeps it), read from the compiled program in the same run."""
+    products = p.placement_products(value_and_grad=True)
+    (base_lowered, base_compiled), (lowered, compiled) = (
+        products["nowhere"],
+        products["whole function"],
+    )
+    assert lowered == base_lowered + 3  # one product per stage, recomputed
+    assert compiled in (base_compiled, base_compiled + 3)
+    if compiled > base_compiled:  # kept: the step pays for a second forward pass
+        assert step["whole function"].flops > step["nowhere"].flops * 1.01
+    else:  # merged: the compiled step is the one without a checkpoint
+        assert step["whole function"].flops == pytest.approx(step["nowhere"].flops, rel=0.01)
     assert step["whole function"].temp_bytes >= step["nowhere"].temp_bytes
     assert step["last stage"].temp_bytes >= step["nowhere"].temp_bytes
 

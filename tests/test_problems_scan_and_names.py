@@ -16,6 +16,7 @@ from jax.ad_checkpoint import checkpoint_name
 from remat_modes import REMAT_MODES
 
 from examples.check import main
+from examples.compat import set_variable_value
 from examples.jaxprs import (
     checkpoint_names,
     jit_inlined,
@@ -146,10 +147,10 @@ def test_nnx_numpy_forward_is_the_modules_and_uses_stacked_parameters():
     h = jnp.asarray(x)
     block = p5.Block(4, rngs=nnx.Rngs(0))
     for i in range(3):  # one block at a time, its parameters set from the stacked ones
-        block.linear1.kernel[...] = jnp.asarray(params["k1"][i], jnp.float32)
-        block.linear1.bias[...] = jnp.asarray(params["b1"][i], jnp.float32)
-        block.linear2.kernel[...] = jnp.asarray(params["k2"][i], jnp.float32)
-        block.linear2.bias[...] = jnp.asarray(params["b2"][i], jnp.float32)
+        set_variable_value(block.linear1.kernel, jnp.asarray(params["k1"][i], jnp.float32))
+        set_variable_value(block.linear1.bias, jnp.asarray(params["b1"][i], jnp.float32))
+        set_variable_value(block.linear2.kernel, jnp.asarray(params["k2"][i], jnp.float32))
+        set_variable_value(block.linear2.bias, jnp.asarray(params["b2"][i], jnp.float32))
         h = block(h)
     _close(h, p5.reference_f64(params, x, np.ones((2, 4)))[0])
 
@@ -459,6 +460,7 @@ def test_nnx_listing_keeps_gelu_values_without_remat_and_product_and_carry_with(
     plain = stacked(_over_blocks(_nnx_step))
     assert plain.count("f32[3,2,16]") > 2
     assert stacked(_over_blocks(nnx.remat(_nnx_step, policy=DOTS))) == ["f32[3,2,16]", "f32[3,2,4]"]
+
     # Under remat the GELU's input (product + bias) is recomputed, so linear1's bias is read on
     # the backward pass; without remat it is not (the page says so).
     def arguments(apply):
@@ -466,7 +468,8 @@ def test_nnx_listing_keeps_gelu_values_without_remat_and_product_and_carry_with(
         return {r.detail for r in listing if r.kind == "argument"}
 
     bias = [a for a in arguments(_over_blocks(nnx.remat(_nnx_step, policy=DOTS))) if "bias" in a]
-    assert len(bias) == 1 and "linear1" in bias[0]
+    assert len(bias) == 1
+    assert "linear1" in bias[0]
     assert not any("bias" in a for a in arguments(_over_blocks(_nnx_step)))
 
 

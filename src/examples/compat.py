@@ -348,3 +348,13 @@ def compile_with_options(lowered: Any, options: dict[str, str]) -> Any:
         return lowered.compile(options)
     finally:
         compiler.get_compile_options = original
+
+
+def set_variable_value(variable: Any, value: Any) -> None:
+    """Replace the array an NNX ``Variable`` holds: ``variable.set_value`` on Flax 0.12.8 and
+    later (where the ``.value`` setter warns that it is deprecated); ``.value =`` on Flax 0.10.3
+    to 0.12.6 (jax 0.5.0 to 0.9.2), where ``variable[...] =`` writes into the immutable array."""
+    if hasattr(variable, "set_value"):
+        variable.set_value(value)
+    else:
+        variable.value = value

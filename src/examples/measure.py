@@ -10,7 +10,7 @@ import contextlib
 import dataclasses
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import jax
@@ -123,6 +123,38 @@ def time_call(
         jax.block_until_ready(fn(*args, **kwargs))
         samples.append(time.perf_counter() - start)
     return Timing(statistics.median(samples), min(samples), max(samples), repeats)
+
+
+def time_interleaved(
+    fns: Mapping[str, Callable[..., Any]],
+    *args: Any,
+    repeats: int = MIN_REPEATS,
+    warmup: int = 2,
+) -> dict[str, Timing]:
+    """Time several functions on ``args`` in turns: after ``warmup`` calls of each, ``repeats``
+    rounds that call every function once, the order rotated by one each round.
+
+    On a shared machine the load drifts; timing one function after the other would hand each a
+    different share of the drift. In turns, each meets the same drift, and each gets a median with
+    its fastest and slowest call; :meth:`Timing.compare` claims an order only where those ranges
+    do not overlap.
+    """
+    if repeats < MIN_REPEATS:
+        raise ValueError(f"repeats must be at least {MIN_REPEATS}, not {repeats}")
+    names = list(fns)
+    for name in names:
+        for _ in range(warmup):
+            jax.block_until_ready(fns[name](*args))
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for round_ in range(repeats):
+        shift = round_ % len(names) if names else 0
+        for name in names[shift:] + names[:shift]:
+            start = time.perf_counter()
+            jax.block_until_ready(fns[name](*args))
+            samples[name].append(time.perf_counter() - start)
+    return {
+        name: Timing(statistics.median(s), min(s), max(s), repeats) for name, s in samples.items()
+    }
 
 
 @contextlib.contextmanager

@@ -161,7 +161,8 @@ def _measure(
 
 def tolerance(dtype: Any) -> float:
     """Relative tolerance for comparing gradients: ten times the dtype's decimal resolution."""
-    return 10 * float(jnp.finfo(dtype).resolution)
+    finfo: Any = jnp.finfo  # untyped in JAX
+    return 10 * float(finfo(dtype).resolution)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -208,7 +209,10 @@ class Report:
         return "\n".join(lines)
 
     def _repr_markdown_(self) -> str:
-        esc = lambda s: s.replace("|", "\\|")  # noqa: E731
+
+        def esc(s: str) -> str:
+            return s.replace("|", "\\|")
+
         lines = [f"**`jax_remat3` off and on**, policy: `{self.policy}`", ""]
         lines += ["| | flag off | flag on |", "| --- | --- | --- |"]
         lines += [f"| {a} | {esc(b)} | {esc(c)} |" for a, b, c in self.rows()]

@@ -16,8 +16,7 @@ from examples.display import Table
 from examples.explorer.data import Result
 from examples.explorer.model import NO_REMAT, POLICIES
 from examples.explorer.render import FLOPS, FLOPS_WITHOUT_PRODUCTS, plot_tradeoff, results_table
-from examples.explorer.run import interleaved_timings
-from examples.measure import MIN_REPEATS, compiled_stats
+from examples.measure import MIN_REPEATS, compiled_stats, time_interleaved
 from examples.residuals import saved_residuals
 
 if TYPE_CHECKING:
@@ -139,7 +138,7 @@ def compare_policies(
         grads[label] = jax.grad(f, argnums=argnums, allow_int=True)
     stats = {label: compiled_stats(grad, *args) for label, grad in grads.items()}
     # Timed in rounds that call every variant once, so a slow spell falls on all of them.
-    timings = interleaved_timings(
+    timings = time_interleaved(
         {label: jax.jit(grad) for label, grad in grads.items()}, *args, repeats=repeats
     )
     results = [

@@ -3,23 +3,20 @@
 Memory and FLOPs come from XLA's analyses of the compiled gradient
 (:func:`examples.measure.compiled_stats`); step times are the median and spread of at least
 seven timed calls per policy, taken in rounds that call every policy once, in a rotated order
-(:func:`interleaved_timings`), so that a slow spell of a shared machine falls on all of them
-rather than on whichever policy was being timed.
+(:func:`examples.measure.time_interleaved`), so that a slow spell of a shared machine falls on
+all of them rather than on whichever policy was being timed.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import statistics
-import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import jax
 
 from examples.explorer.data import DepthPoint, Result, Run
 from examples.explorer.model import NO_REMAT, POLICIES, layer_residuals, make_loss
-from examples.measure import MIN_REPEATS, Timing, compiled_stats
+from examples.measure import MIN_REPEATS, Timing, compiled_stats, time_interleaved
 from examples.models import Config, init_inputs, init_params
 from examples.runinfo import collect
 
@@ -30,29 +27,6 @@ def _check_names(names: Sequence[str]) -> None:
         raise KeyError(f"unknown policies {unknown}; known: {list(POLICIES)}")
 
 
-def interleaved_timings(
-    fns: dict[str, Callable[..., Any]], *args: Any, repeats: int = MIN_REPEATS, warmup: int = 2
-) -> dict[str, Timing]:
-    """Time each of ``fns`` on ``args``: after ``warmup`` calls of each, ``repeats`` rounds that
-    call every function once (the order rotated by one each round), blocking on each result."""
-    if repeats < MIN_REPEATS:
-        raise ValueError(f"repeats must be at least {MIN_REPEATS}, not {repeats}")
-    names = list(fns)
-    for name in names:
-        for _ in range(warmup):
-            jax.block_until_ready(fns[name](*args))
-    samples: dict[str, list[float]] = {name: [] for name in names}
-    for round_ in range(repeats):
-        shift = round_ % len(names) if names else 0
-        for name in names[shift:] + names[:shift]:
-            start = time.perf_counter()
-            jax.block_until_ready(fns[name](*args))
-            samples[name].append(time.perf_counter() - start)
-    return {
-        name: Timing(statistics.median(s), min(s), max(s), repeats) for name, s in samples.items()
-    }
-
-
 def measure(
     cfg: Config,
     policies: Sequence[str] | None = None,
@@ -60,7 +34,7 @@ def measure(
     time_steps: bool = True,
 ) -> list[Result]:
     """Measure every named policy (all of :data:`POLICIES` by default) on the model ``cfg``;
-    the step times are taken interleaved (:func:`interleaved_timings`)."""
+    the step times are taken interleaved (:func:`examples.measure.time_interleaved`)."""
     names = list(POLICIES) if policies is None else list(policies)
     _check_names(names)
     params, x = init_params(cfg), init_inputs(cfg)
@@ -69,7 +43,7 @@ def measure(
     timings: dict[str, Timing | None] = dict.fromkeys(names)
     if time_steps:
         jitted = {name: jax.jit(grad) for name, grad in grads.items()}
-        timings.update(interleaved_timings(jitted, params, x, repeats=repeats))
+        timings.update(time_interleaved(jitted, params, x, repeats=repeats))
     return [
         Result.with_timing(
             timings[name],

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import statistics
-import time
 import warnings
 from collections.abc import Callable, Sequence
 from types import ModuleType
@@ -28,7 +26,13 @@ from jax.ad_checkpoint import checkpoint_name
 from examples import compat
 from examples.display import Table, format_bytes, format_ratio
 from examples.jaxprs import walk
-from examples.measure import MIN_REPEATS, CompiledStats, Timing, compiled_stats
+from examples.measure import (
+    MIN_REPEATS,
+    CompiledStats,
+    Timing,
+    compiled_stats,
+    time_interleaved,
+)
 from examples.models import Attention, Config, init_inputs, init_params, scan_layers
 from examples.models import named_block as block
 from examples.residuals import Residuals, saved_residuals
@@ -88,31 +92,6 @@ CANDIDATES: dict[str, Any] = {
 }
 
 
-def time_interleaved(
-    steps: dict[str, Callable[..., Any]], *args: Any, repeats: int = MIN_REPEATS, warmup: int = 2
-) -> dict[str, Timing]:
-    """Time several compiled steps in turns: one call of each, round after round.
-
-    On a shared machine the load drifts while a page builds; timing one step after the other would
-    hand each a different share of that drift. In turns, every step meets the same drift, and each
-    gets a median with its fastest and slowest call (:class:`~examples.measure.Timing`).
-    """
-    if repeats < MIN_REPEATS:
-        raise ValueError(f"repeats must be at least {MIN_REPEATS}, not {repeats}")
-    for _ in range(warmup):
-        for step in steps.values():
-            jax.block_until_ready(step(*args))
-    samples: dict[str, list[float]] = {label: [] for label in steps}
-    for _ in range(repeats):
-        for label, step in steps.items():
-            start = time.perf_counter()
-            jax.block_until_ready(step(*args))
-            samples[label].append(time.perf_counter() - start)
-    return {
-        label: Timing(statistics.median(s), min(s), max(s), repeats) for label, s in samples.items()
-    }
-
-
 def time_verdict(measured: dict[str, Measured]) -> str:
     """What the timings of one run allow to say: the candidates whose range of calls lies wholly
     below or above ``nothing_saveable``'s, or that this machine cannot tell them apart."""
@@ -155,7 +134,7 @@ def measure(
     timed: bool = True,
 ) -> dict[str, Measured]:
     """Compile ``jax.value_and_grad`` of the scanned loss for each candidate, and time the
-    compiled steps in turns (:func:`time_interleaved`)."""
+    compiled steps in turns (:func:`examples.measure.time_interleaved`)."""
     params, x = init(cfg)
     one_layer = jax.tree.map(lambda w: w[0], params)
     labels = list(labels or CANDIDATES)
@@ -425,9 +404,9 @@ def offload_check(cfg: Config, platforms: Sequence[str] = ("cpu", "cuda")) -> Of
     transfers = offload.host_transfers(jax.make_jaxpr(step)(params, x))
     # Releases before 0.6 refuse to export the placement custom call unless told to allow it.
     allow = [jax.export.DisabledSafetyCheck.custom_call("annotate_device_placement")]
+    export = functools.partial(jax.export.export, jax.jit(step), disabled_checks=allow)
     placements = {
-        p: offload.placement_annotations(str(jax.export.export(
-            jax.jit(step), platforms=[p], disabled_checks=allow)(params, x).mlir_module()))
+        p: offload.placement_annotations(str(export(platforms=[p])(params, x).mlir_module()))
         for p in platforms
     }
     compiled = jax.jit(step).lower(params, x).compile()
@@ -436,7 +415,7 @@ def offload_check(cfg: Config, platforms: Sequence[str] = ("cpu", "cuda")) -> Of
         saved_residuals(layer_fn(cfg, policy), x, one_layer).excluding_arguments(),
         transfers.to_host_bytes,
         placements,
-        offload.host_buffers(compiled.as_text()),
+        offload.host_buffers(str(compiled.as_text())),
         compiled_stats(step, params, x),
         compiled_stats(names, params, x),
     )

@@ -42,10 +42,12 @@ from jax.extend import core as jex_core
 
 from examples import jaxprs
 from examples.display import Table, format_bytes
-from examples.policy_calls import describe_policy_of_any as describe_policy
-from examples.policy_calls import factory_of
-from examples.policy_calls import policy_names_of_any as policy_names
-from examples.policy_calls import wants_unbatched_dots_of_any as wants_unbatched_dots
+from examples.policy_calls import (
+    describe_policy,
+    factory_of,
+    policy_names,
+    wants_unbatched_dots,
+)
 from examples.residuals import Residuals, saved_residuals
 
 P = jax.checkpoint_policies
@@ -335,7 +337,7 @@ def _listings(site: jaxprs.RematSite) -> tuple[Residuals, Residuals, Residuals] 
     """What the checkpointed function keeps under its policy, under ``nothing_saveable``, and
     without a checkpoint; or the error that stopped JAX from saying."""
     inner = site.jaxpr
-    closed = inner if isinstance(inner, jex_core.ClosedJaxpr) else jex_core.ClosedJaxpr(inner, ())
+    closed = inner if isinstance(inner, jaxprs.ClosedJaxpr) else jaxprs.ClosedJaxpr(inner, ())
     fn = jex_core.jaxpr_as_fun(closed)
     avals = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in closed.in_avals]
     try:
@@ -419,8 +421,8 @@ def _residual_findings(
     elif kept_key == nothing_key and policy is not None and policy is not P.nothing_saveable:
         message = f"{describe_policy(policy)} keeps exactly what nothing_saveable keeps (only "
         message += "the inputs): the policy chose nothing to save"
-        if inspect.isfunction(policy) and jaxprs.remat3_enabled():
-            if not remat3_asks_plain_policies():
-                message += "; under jax_remat3 this JAX never asks a policy given as a plain "
-                message += "function, so it is full recompute (JAX PRs 37888, 39432)"
+        plain = inspect.isfunction(policy) and jaxprs.remat3_enabled()
+        if plain and not remat3_asks_plain_policies():
+            message += "; under jax_remat3 this JAX never asks a policy given as a plain "
+            message += "function, so it is full recompute (JAX PRs 37888, 39432)"
         yield Finding("same-as-nothing", "warning", message, number)

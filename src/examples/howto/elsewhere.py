@@ -138,7 +138,7 @@ class PresetRow:
 def _per_layer(listing: Residuals) -> tuple[int, int]:
     """Bytes one layer keeps on the device and offloads to the host (inputs left out)."""
     computed = listing.excluding_arguments()
-    host = sum(r.nbytes for r in computed if "<host>" in r.type_str)
+    host = sum(r.nbytes for r in computed if r.on_host)
     return computed.nbytes - host, host
 
 
@@ -276,8 +276,7 @@ def selective_rows(cfg: Config) -> list[SelectiveRow]:
 def selective_table(rows: list[SelectiveRow]) -> Table:
     full = rows[0]
     return Table(
-        ["JAX policy", "kept per layer", "keeps a seq×seq value", "compiled temp"]
-        + ["FLOPs vs full"],
+        ["JAX policy", "kept per layer", "keeps a seq×seq value", "compiled temp", "FLOPs vs full"],
         [
             (
                 f"`{r.label}`",

@@ -232,9 +232,12 @@ def stacked_partition_specs(layers: int = 4, width: int = 8) -> dict[str, Any]:
     with jax.set_mesh(jax.make_mesh((1, 1), ("layers", "model"))):
         stacked = nnx.eval_shape(lambda: make(nnx.Rngs(0)))
     specs = nnx.get_partition_spec(nnx.state(stacked))
-    is_spec = lambda x: isinstance(x, jax.sharding.PartitionSpec)  # noqa: E731 (a spec is a tuple)
+    is_spec = lambda x: isinstance(x, jax.sharding.PartitionSpec)
     flat = jax.tree_util.tree_leaves_with_path(specs, is_leaf=is_spec)
-    names = lambda path: [str(getattr(k, "key", k)) for k in path]  # noqa: E731
+
+    def names(path: Any) -> list[str]:
+        return [str(getattr(k, "key", k)) for k in path]
+
     return {"/".join(n for n in names(path) if n != ".value"): spec for path, spec in flat}
 
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
-import statistics
-import time
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
@@ -23,6 +21,7 @@ import optax
 
 from examples.display import Table, format_bytes, format_ratio
 from examples.measure import MIN_REPEATS, CompiledStats, Timing, compiled_stats, time_call
+from examples.measure import time_interleaved as time_in_turns
 from examples.models import Config, init_inputs, init_params
 from examples.models import named_block as block
 
@@ -247,8 +246,8 @@ class Programs:
 def compare_programs(a: Setup, b: Setup, cfg: Config = CFG) -> Programs:
     """Compile both setups and compare what JAX lowered and what XLA made of it."""
     lowered = [jax.jit(step_fn(cfg, s)).lower(*init_state(cfg)) for s in (a, b)]
-    done = [low.compile() for low in lowered]
-    texts = [c.as_text() for c in done]
+    done: list[Any] = [low.compile() for low in lowered]  # memory_analysis() is typed Optional
+    texts = [str(c.as_text()) for c in done]
     return Programs(
         barriers_lowered=(
             lowered[0].as_text().count("stablehlo.optimization_barrier"),
@@ -270,19 +269,8 @@ def time_interleaved(
     machine falls on all of them alike; median and spread per setup."""
     if repeats < MIN_REPEATS:
         raise ValueError(f"repeats must be at least {MIN_REPEATS}, not {repeats}")
-    state = init_state(cfg)
     steps = {s.label: jax.jit(step_fn(cfg, s)) for s in setups}
-    for step in steps.values():  # compile and warm up
-        jax.block_until_ready(step(*state))
-    samples: dict[str, list[float]] = {label: [] for label in steps}
-    for _ in range(repeats):
-        for label, step in steps.items():
-            start = time.perf_counter()
-            jax.block_until_ready(step(*state))
-            samples[label].append(time.perf_counter() - start)
-    return {
-        label: Timing(statistics.median(t), min(t), max(t), repeats) for label, t in samples.items()
-    }
+    return time_in_turns(steps, *init_state(cfg), repeats=repeats, warmup=1)
 
 
 # --- donating the parameters and the optimizer state ---------------------------------------------
@@ -317,8 +305,12 @@ def buffers_table(rows: dict[str, Buffers]) -> Table:
     return Table(
         ["jit", "arguments", "outputs", "aliased (alias_size)", "temporaries", "held in all"],
         [
-            (f"`{name}`", *(format_bytes(v) for v in (b.arguments, b.outputs, b.aliased)),
-             format_bytes(b.temporaries), format_bytes(b.held))
+            (
+                f"`{name}`",
+                *(format_bytes(v) for v in (b.arguments, b.outputs, b.aliased)),
+                format_bytes(b.temporaries),
+                format_bytes(b.held),
+            )
             for name, b in rows.items()
         ],
     )

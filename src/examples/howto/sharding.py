@@ -170,7 +170,6 @@ def shard_map(*, mesh: Mesh, in_specs: Any, out_specs: Any) -> Callable[[Any], A
     return functools.partial(experimental, **specs, check_rep=False)
 
 
-
 def shard_map_loss(cfg: Config, mesh: Mesh, policy: Any) -> Callable[..., jax.Array]:
     """The loss as per-device code: each device gathers the weights itself and averages the loss.
 
@@ -194,7 +193,8 @@ def shard_map_loss(cfg: Config, mesh: Mesh, policy: Any) -> Callable[..., jax.Ar
         mean: jax.Array = jax.lax.pmean(scan_loss(layer)(params, x), AXES)
         return mean
 
-    return loss
+    typed: Callable[..., jax.Array] = loss  # the shard_map wrapper is untyped
+    return typed
 
 
 def shard_map_step(cfg: Config, mesh: Mesh, policy: Any) -> Callable[..., Any]:

@@ -112,7 +112,7 @@ def measure(
     steps = {name: jax.value_and_grad(losses[name]) for name in names}
     times: dict[str, Timing] = {}
     if time:  # compiled first, then timed in turns, so that each meets the same load
-        from examples.howto.choose_policy import time_interleaved
+        from examples.measure import time_interleaved
 
         compiled = {n: jax.jit(step).lower(params, x).compile() for n, step in steps.items()}
         times = time_interleaved(compiled, params, x, repeats=repeats)

@@ -18,10 +18,9 @@ found where they belong.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 from typing import Any
-
-import collections
 
 from examples.jaxprs import (
     RematSite,

@@ -95,5 +95,3 @@ def describe_computed(listing: Residuals) -> str:
     if not computed:
         return "nothing it computed (only its inputs)"
     return ", ".join(what + (f" ×{n}" if n > 1 else "") for what, n in sorted(computed.items()))
-
-
