@@ -60,7 +60,8 @@ PROBE = textwrap.dedent(
 )
 
 
-def run(width: int, cache: Path | None) -> dict:
+def run_probe(probe: str, argument: str, cache: Path | None) -> str:
+    """Run ``probe`` in a fresh Python on the CPU, JAX's cache in ``cache`` (none: no cache)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_")}
     env["JAX_PLATFORMS"] = "cpu"
     if cache is not None:
@@ -70,14 +71,18 @@ def run(width: int, cache: Path | None) -> dict:
             "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
         }
     out = subprocess.run(
-        [sys.executable, "-c", PROBE, str(width)],
+        [sys.executable, "-c", probe, argument],
         capture_output=True,
         text=True,
         env=env,
         timeout=300,
         check=True,
     )
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return out.stdout
+
+
+def run(width: int, cache: Path | None) -> dict:
+    return json.loads(run_probe(PROBE, str(width), cache).strip().splitlines()[-1])
 
 
 @pytest.fixture(scope="module")
@@ -145,22 +150,9 @@ DUMP_PROBE = textwrap.dedent(
 def test_a_dump_needs_the_persistent_cache_off(tmp_path: Path) -> None:
     """A program read from the cache is not compiled, so XLA dumps nothing for it; inside
     examples.measure.persistent_cache_off it is compiled (and the cache is on again after)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_")} | {
-        "JAX_PLATFORMS": "cpu",
-        "JAX_COMPILATION_CACHE_DIR": str(tmp_path),
-        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
-        "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
-    }
 
     def probe(mode: str) -> list[str]:
-        return subprocess.run(
-            [sys.executable, "-c", DUMP_PROBE, mode],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=300,
-            check=True,
-        ).stdout.split()
+        return run_probe(DUMP_PROBE, mode, tmp_path).split()
 
     assert probe("on") == ["True", "True"]  # compiled for the first time: dumped, and cached
     assert probe("on") == ["False", "True"]  # read from the cache: no dump
