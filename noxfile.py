@@ -422,7 +422,7 @@ def offload_record(session: nox.Session) -> None:
 #
 # Each environment has that JAX (its jaxlib comes with it), the Flax that goes with it (below),
 # pytest, matplotlib and numpy: not the documentation stack. After the tests, the
-# session runs `python -m examples.releases`, which measures the facts and writes
+# session runs `python -m examples.reference.releases`, which measures the facts and writes
 # src/examples/data/releases/jax-RELEASE.json with the tests' outcome. It replaces the record of
 # the release it ran, on purpose (a release's record is its latest run), and says so.
 # Python 3.12 must be on PATH for the last releases (pyenv: PYENV_VERSION=3.11.7:3.12.1).
@@ -456,7 +456,7 @@ JAX_MATRIX_EXCLUDED_FILES = (
     "test_browser.py",
     "test_takehome.py",
     "test_lighthouse.py",
-    "test_release_data.py",
+    "reference/test_release_data.py",
     "test_lock.py",
 )
 JAX_MATRIX_DATA = ROOT / "src" / "examples" / "data" / "releases"
@@ -511,7 +511,14 @@ def tests_jax(session: nox.Session, jax: str, flax: str) -> None:
         "purpose (the record of a release is its latest run; git shows the old one)"
     )
     session.run(
-        *("python", "-m", "examples.releases", "--out", str(JAX_MATRIX_DATA), "--replace"),
+        *(
+            "python",
+            "-m",
+            "examples.reference.releases",
+            "--out",
+            str(JAX_MATRIX_DATA),
+            "--replace",
+        ),
         *("--junit", str(junit)),
         *("--seconds", f"install={install_s:.0f}", "--seconds", f"tests={tests_s:.0f}"),
     )

@@ -33,10 +33,48 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     try:
-        from examples.runinfo import collect
+        from examples.tools.runinfo import collect
     except ImportError as error:  # the browser session's environment has no JAX
         return [f"remat guide: JAX not importable here ({error})"]
     return [f"remat guide: {collect().one_line()}"]
+
+
+#: Test files that share a session-scoped fixture of their folder's conftest.py (an expensive
+#: measurement several files read): pytest-xdist sends each group to one worker, as `--dist
+#: loadfile` does with one file, so the fixture is computed once. Every other file is its own group.
+XDIST_GROUPS: dict[str, tuple[str, ...]] = {
+    # the explorer's measurements of every policy (tests/explorer/conftest.py: results, depth)
+    "explorer results": (
+        "tests/explorer/test_model.py",
+        "tests/explorer/test_run.py",
+        "tests/explorer/test_data.py",
+        "tests/explorer/test_render.py",
+    ),
+    # the release facts measured on the installed JAX (tests/reference/conftest.py: facts, record)
+    "release facts": (
+        "tests/reference/test_release_facts.py",
+        "tests/reference/test_releases.py",
+        "tests/reference/test_release_table.py",
+    ),
+}
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, absent from the browser's environment
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """`--dist loadfile`, with the files of :data:`XDIST_GROUPS` kept together (test ids as they
+    are: xdist's `loadgroup` would append the group's name to every test id)."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    group_of = {file: name for name, files in XDIST_GROUPS.items() for file in files}
+
+    class FileGroupScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            file = nodeid.split("::", 1)[0]
+            return group_of.get(file, file)
+
+    return FileGroupScheduling(config, log)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -101,7 +139,7 @@ def remat3(request: pytest.FixtureRequest):
     with its reason, on a JAX without the flag), the flag switched for the test's duration."""
     # Not parametrized with tests/remat_modes.REMAT_MODES: building that list imports JAX, and this
     # file must import without JAX (the browser session's environment has none).
-    from examples import jaxprs
+    from examples.tools import jaxprs
 
     if not jaxprs.remat3_available():
         if request.param:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from examples import jaxprs
+from examples.tools import jaxprs
 
 REMAT_MODES = [
     pytest.param(False, id="remat2"),

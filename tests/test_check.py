@@ -31,13 +31,14 @@ import pytest
 from remat_modes import REMAT_MODES
 
 from examples.check import check_file, check_function, main
-from examples.jaxprs import remat3, remat3_available, traced_remat_sites
 from examples.problems import load_problem, problem_names
+from examples.problems._check_names import CHECK_NAMES
 from examples.problems._checks import prepare, remat3_ignores_function_policies
+from examples.problems._kept import same_arrays
 from examples.problems._process import Tally
-from examples.problems._residuals import same_arrays
-from examples.problems._runner import CHECK_NAMES, load_solution, run_checks
-from examples.residuals import saved_residuals
+from examples.problems._runner import load_solution, run_checks
+from examples.tools.jaxprs import remat3, remat3_available, traced_remat_sites
+from examples.tools.residuals import saved_residuals
 
 DOTS = jax.checkpoint_policies.dots_with_no_batch_dims_saveable
 EVERYTHING = jax.checkpoint_policies.everything_saveable

@@ -129,7 +129,7 @@ DUMP_PROBE = textwrap.dedent(
     """
     import os, sys, tempfile
     import jax, jax.numpy as jnp
-    from examples.measure import persistent_cache_off
+    from examples.tools.measure import persistent_cache_off
 
     def dumped(off):
         with tempfile.TemporaryDirectory() as folder:
@@ -149,7 +149,7 @@ DUMP_PROBE = textwrap.dedent(
 
 def test_a_dump_needs_the_persistent_cache_off(tmp_path: Path) -> None:
     """A program read from the cache is not compiled, so XLA dumps nothing for it; inside
-    examples.measure.persistent_cache_off it is compiled (and the cache is on again after)."""
+    examples.tools.measure.persistent_cache_off it is compiled (and the cache is on again after)."""
 
     def probe(mode: str) -> list[str]:
         return run_probe(DUMP_PROBE, mode, tmp_path).split()

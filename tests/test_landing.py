@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from examples.landing import PREDICTED_FULL_REMAT_FLOPS, STRATEGIES, measure, table
-from examples.models import scan_loss, stacked_mlp
-from examples.residuals import saved_residuals
+from examples.tools.models import scan_loss, stacked_mlp
+from examples.tools.residuals import saved_residuals
 
 
 @pytest.fixture(scope="module")

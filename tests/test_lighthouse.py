@@ -532,11 +532,11 @@ def test_output_images_get_their_size_and_load_lazily(tmp_path):
     assert performance.size_images(done, page_file, tmp_path) == done
 
 
-# --- Plots as SVG (examples.runinfo) --------------------------------------------------------------
+# --- Plots as SVG (examples.tools.runinfo) ------------------------------------------------------
 
 
 def test_plots_as_svg_only_changes_an_ipython_kernel():
-    from examples.runinfo import plots_as_svg
+    from examples.tools.runinfo import plots_as_svg
 
     assert plots_as_svg() is False  # pytest is no IPython shell: nothing to set
 
@@ -550,7 +550,7 @@ def test_a_figure_in_ipython_after_the_banner_is_a_compact_reproducible_svg():
         import json
         from IPython.core.interactiveshell import InteractiveShell
         shell = InteractiveShell.instance()
-        from examples.runinfo import plots_as_svg
+        from examples.tools.runinfo import plots_as_svg
         assert plots_as_svg()
         import matplotlib.pyplot as plt
         fig, ax = plt.subplots(figsize=(6, 2.5))
@@ -672,6 +672,8 @@ def test_built_plots_are_svg_and_small():
             plots.add((HTML / name).parent.joinpath(src).resolve())
     assert plots, "no page shows an output image"
     for plot in sorted(plots):
-        assert plot.suffix == ".svg", f"{plot.name}: plots are written as SVG (examples.runinfo)"
+        assert plot.suffix == ".svg", (
+            f"{plot.name}: plots are written as SVG (examples.tools.runinfo)"
+        )
         gzipped = len(gzip.compress(plot.read_bytes()))
         assert gzipped < 60_000, f"{plot.name}: {gzipped} bytes gzipped"

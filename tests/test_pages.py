@@ -90,7 +90,7 @@ def test_first_cell_is_the_runinfo_banner(page):
         tags, code = cells[1]
     assert "runinfo" in tags, f"the first cell of {page.name} is not the runinfo banner"
     assert "remove-input" in tags, "the banner's code should not show (tag remove-input)"
-    assert code == "from examples.runinfo import banner\nbanner()"
+    assert code == "from examples.tools.runinfo import banner\nbanner()"
 
 
 def test_parsers_see_a_page_without_the_banner():

@@ -5,7 +5,7 @@
   (:mod:`take_home`); sphinx-book-theme offers a notebook only when launch buttons are on, and
   then without outputs.
 - Cell outputs, the downloadable notebooks and the execution reports never show a path of the
-  build machine (see :func:`examples.paths.scrub_paths`).
+  build machine (see :func:`examples.tools.paths.scrub_paths`).
 - The 404 page's links work from any depth (absolute, under the path the site is served from).
 - Pages do not download Font Awesome's 1.5 MB script, which only adds custom icons.
 """
@@ -19,7 +19,7 @@ import take_home
 from docutils import nodes
 from sphinx.application import Sphinx
 
-from examples.paths import scrub_paths
+from examples.tools.paths import scrub_paths
 
 
 def _roots(app: Sphinx) -> list[str]:

@@ -138,7 +138,7 @@ def guide_package_ready():
         return importlib.metadata.version("{name}") == RELEASE
     except importlib.metadata.PackageNotFoundError:  # not installed; on the path of a clone?
         try:
-            return importlib.util.find_spec("examples.runinfo") is not None
+            return importlib.util.find_spec("examples.tools.runinfo") is not None
         except ImportError:
             return False
 

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from examples.problems import problem_names
+from examples.problems._check_names import CONFIG_CHECK
 from examples.problems._process import (
     DEFAULT_MEMORY_MIB,
     DEFAULT_TIMEOUT,
@@ -48,7 +49,7 @@ from examples.problems._process import (
     ended_how,
     run_child,
 )
-from examples.problems._runner import CONFIG_CHECK, SolutionTimeout
+from examples.problems._runner import SolutionTimeout
 
 #: How much of the learner's printed output is shown.
 MAX_OUTPUT_LINES = 60
@@ -83,7 +84,7 @@ def _reason_unfinished(outcome: Outcome, tally: Tally, timeout: float, memory: i
 
 def _last_error(text: str) -> str:
     """The exception line of a traceback in ``text`` (else its last line), paths scrubbed."""
-    from examples.paths import scrub_paths
+    from examples.tools.paths import scrub_paths
 
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     errors = [line for line in lines if re.match(r"[A-Za-z_][\w.]*(Error|Exception)\b", line)]

@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING
 
 import jax
 
-from examples.display import Table, format_bytes, format_ratio
-from examples.measure import compiled_stats
-from examples.models import mlp_layer, scan_loss, stacked_mlp
+from examples.tools.display import Table, format_bytes, format_ratio
+from examples.tools.measure import compiled_stats
+from examples.tools.models import mlp_layer, scan_loss, stacked_mlp
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -8,14 +8,16 @@ backend and versions, so that runs on other machines can be committed under
 
 The modules, in the order of the page (``docs/explorer/index.md``):
 
-- :mod:`~examples.explorer.model`: the model of :mod:`examples.models`, checkpointed under each
-  policy of :data:`POLICIES`;
+- :mod:`~examples.explorer.model`: the model of :mod:`examples.tools.models`, checkpointed under
+  each policy of :data:`POLICIES`;
 - :mod:`~examples.explorer.run`: the measurements;
 - :mod:`~examples.explorer.data`: results as data (schema, save, load);
 - :mod:`~examples.explorer.render`: tables, verdicts on step times, plots;
 - :mod:`~examples.explorer.theory`: what the FLOPs should be, and recursive checkpointing's cost;
 - :mod:`~examples.explorer.compare`: the same measurements on the reader's own function;
-- ``__main__``: the command line.
+- ``__main__``: the command line;
+- :mod:`~examples.explorer.pitfalls`: remat mistakes seen in real projects, measured
+  (``docs/explorer/pitfalls.md``).
 """
 
 from examples.explorer.compare import Comparison, compare_policies

@@ -17,8 +17,8 @@ from examples.explorer.data import save
 from examples.explorer.model import POLICIES
 from examples.explorer.render import results_table
 from examples.explorer.run import run
-from examples.measure import MIN_REPEATS
-from examples.models import SIZES
+from examples.tools.measure import MIN_REPEATS
+from examples.tools.models import SIZES
 
 
 def _repeats(text: str) -> int:

@@ -12,12 +12,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from examples.display import Table
 from examples.explorer.data import Result
 from examples.explorer.model import NO_REMAT, POLICIES
 from examples.explorer.render import FLOPS, FLOPS_WITHOUT_PRODUCTS, plot_tradeoff, results_table
-from examples.measure import MIN_REPEATS, compiled_stats, time_interleaved
-from examples.residuals import saved_residuals
+from examples.tools.display import Table
+from examples.tools.measure import MIN_REPEATS, compiled_stats, time_interleaved
+from examples.tools.residuals import saved_residuals
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

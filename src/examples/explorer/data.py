@@ -1,7 +1,7 @@
 """The explorer's results as data: what one run measured, its JSON schema, save and load.
 
 A run made on another machine (a GPU, say) is committed under ``src/examples/data/explorer/``
-(:data:`RUNS`; see :mod:`examples.recorded`) and shown on the page beside the page's own run.
+(:data:`RUNS`; see :mod:`examples.tools.recorded`) and shown on the page beside the page's own run.
 Two schema versions exist:
 
 - ``jax-remat-guide/explorer/1`` recorded each step time as a median alone;
@@ -18,9 +18,9 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from examples import recorded
-from examples.measure import Timing
-from examples.models import Config
+from examples.tools import recorded
+from examples.tools.measure import Timing
+from examples.tools.models import Config
 
 #: Where runs of other machines are committed (they ship with the package).
 RUNS = recorded.folder("explorer")
@@ -54,7 +54,7 @@ class Result:
 
     @property
     def timing(self) -> Timing | None:
-        """The step time as a :class:`~examples.measure.Timing`; ``None`` without a spread."""
+        """The step time as a :class:`~examples.tools.measure.Timing`; ``None`` without a spread."""
         median, low, high = self.step_time_s, self.step_time_min_s, self.step_time_max_s
         repeats = self.step_time_repeats
         if median is None or low is None or high is None or repeats is None:

@@ -1,8 +1,8 @@
-"""The explorer's model, checkpointed: the transformer block of :mod:`examples.models`, scanned over
-its layers, with ``jax.checkpoint`` and one policy on the scanned block.
+"""The explorer's model, checkpointed: the transformer block of :mod:`examples.tools.models`,
+scanned over its layers, with ``jax.checkpoint`` and one policy on the scanned block.
 
 :data:`POLICIES` is what the page measures: every public policy of ``jax.checkpoint_policies``,
-or another name for one (:data:`ALIASES`, found by identity in :mod:`examples.policies`).
+or another name for one (:data:`ALIASES`, found by identity in :mod:`examples.reference.policies`).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import jax
 import numpy as np
 from numpy.typing import NDArray
 
-from examples.models import Config, block, init_inputs, init_params, scan_loss
-from examples.policies import ALIASES, excluding_names
-from examples.residuals import Residuals, saved_residuals
+from examples.reference.policies import ALIASES, excluding_names
+from examples.tools.models import Config, block, init_inputs, init_params, scan_loss
+from examples.tools.residuals import Residuals, saved_residuals
 
 __all__ = ["ALIASES", "NO_REMAT", "OFFLOAD_POLICIES", "POLICIES", "layer_fn", "make_loss"]
 

@@ -1,7 +1,7 @@
 """The explorer's tables, verdicts and plots.
 
-Tables are :class:`examples.display.Table`. Step times are shown as a median with the fastest and
-slowest call, and any ordering in prose comes from :func:`timing_verdicts` /
+Tables are :class:`examples.tools.display.Table`. Step times are shown as a median with the fastest
+and slowest call, and any ordering in prose comes from :func:`timing_verdicts` /
 :func:`ordering_sentence`, which call one time faster than another only where their ranges do not
 overlap. A run that recorded medians alone (schema version 1) is marked as such and orders
 nothing.
@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from examples.display import Table, format_bytes, format_ratio, format_seconds
 from examples.explorer.data import DepthPoint, Result
 from examples.explorer.model import NO_REMAT, POLICIES
 from examples.explorer.theory import counted_share
-from examples.models import Config
-from examples.residuals import Residuals
+from examples.tools.display import Table, format_bytes, format_ratio, format_seconds
+from examples.tools.models import Config
+from examples.tools.residuals import Residuals
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

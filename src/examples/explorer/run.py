@@ -1,9 +1,9 @@
 """Measure every policy on the explorer's model: residuals, compiled memory and FLOPs, step time.
 
 Memory and FLOPs come from XLA's analyses of the compiled gradient
-(:func:`examples.measure.compiled_stats`); step times are the median and spread of at least
+(:func:`examples.tools.measure.compiled_stats`); step times are the median and spread of at least
 seven timed calls per policy, taken in rounds that call every policy once, in a rotated order
-(:func:`examples.measure.time_interleaved`), so that a slow spell of a shared machine falls on
+(:func:`examples.tools.measure.time_interleaved`), so that a slow spell of a shared machine falls on
 all of them rather than on whichever policy was being timed.
 """
 
@@ -16,9 +16,9 @@ import jax
 
 from examples.explorer.data import DepthPoint, Result, Run
 from examples.explorer.model import NO_REMAT, POLICIES, layer_residuals, make_loss
-from examples.measure import MIN_REPEATS, Timing, compiled_stats, time_interleaved
-from examples.models import Config, init_inputs, init_params
-from examples.runinfo import collect
+from examples.tools.measure import MIN_REPEATS, Timing, compiled_stats, time_interleaved
+from examples.tools.models import Config, init_inputs, init_params
+from examples.tools.runinfo import collect
 
 
 def _check_names(names: Sequence[str]) -> None:
@@ -34,7 +34,7 @@ def measure(
     time_steps: bool = True,
 ) -> list[Result]:
     """Measure every named policy (all of :data:`POLICIES` by default) on the model ``cfg``;
-    the step times are taken interleaved (:func:`examples.measure.time_interleaved`)."""
+    the step times are taken interleaved (:func:`examples.tools.measure.time_interleaved`)."""
     names = list(POLICIES) if policies is None else list(policies)
     _check_names(names)
     params, x = init_params(cfg), init_inputs(cfg)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from examples.explorer.data import Result
 from examples.explorer.model import NO_REMAT
-from examples.models import Config
+from examples.tools.models import Config
 
 
 def layer_flops(cfg: Config) -> dict[str, int]:
@@ -109,7 +109,7 @@ def recursive_levels(depths: Sequence[int] = (4, 8, 16, 32, 64)) -> list[Level]:
     ``added`` is how many forward passes one more level adds: about one half, the limit of the
     tutorial's ``recursive_sin_cos_formula``.
     """
-    from examples.tutorial import depth_sweep
+    from examples.tutorial.traced import depth_sweep
 
     levels: list[Level] = []
     for row in depth_sweep(depths):

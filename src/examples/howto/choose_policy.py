@@ -1,10 +1,10 @@
 """How-to: choose a checkpoint policy for a transformer block.
 
 The code of ``docs/howto/choose-policy.md``, in the order of the page. The block is the one of
-:func:`examples.models.named_block` as production models run it: bfloat16 weights and activations,
-``jax.nn.dot_product_attention``, an MLP of ratio 4, scanned over its layers. Each candidate
-policy is compiled at a short and a long sequence, and the page reads XLA's memory and FLOPs and
-the step time off the build. The last part looks at a fused attention kernel (JAX's Pallas
+:func:`examples.tools.models.named_block` as production models run it: bfloat16 weights and
+activations, ``jax.nn.dot_product_attention``, an MLP of ratio 4, scanned over its layers. Each
+candidate policy is compiled at a short and a long sequence, and the page reads XLA's memory and
+FLOPs and the step time off the build. The last part looks at a fused attention kernel (JAX's Pallas
 flash attention, run in interpret mode so that the CPU can trace it) to show what a policy can
 and cannot see of one.
 """
@@ -23,19 +23,19 @@ import jax.export  # an attribute of jax only once imported, on older releases
 import jax.numpy as jnp
 from jax.ad_checkpoint import checkpoint_name
 
-from examples import compat
-from examples.display import Table, format_bytes, format_ratio
-from examples.jaxprs import walk
-from examples.measure import (
+from examples.tools import compat
+from examples.tools.display import Table, format_bytes, format_ratio
+from examples.tools.jaxprs import walk
+from examples.tools.measure import (
     MIN_REPEATS,
     CompiledStats,
     Timing,
     compiled_stats,
     time_interleaved,
 )
-from examples.models import Attention, Config, init_inputs, init_params, scan_layers
-from examples.models import named_block as block
-from examples.residuals import Residuals, saved_residuals
+from examples.tools.models import Attention, Config, init_inputs, init_params, scan_layers
+from examples.tools.models import named_block as block
+from examples.tools.residuals import Residuals, saved_residuals
 
 P = jax.checkpoint_policies
 DTYPE = jnp.bfloat16
@@ -134,7 +134,7 @@ def measure(
     timed: bool = True,
 ) -> dict[str, Measured]:
     """Compile ``jax.value_and_grad`` of the scanned loss for each candidate, and time the
-    compiled steps in turns (:func:`examples.measure.time_interleaved`)."""
+    compiled steps in turns (:func:`examples.tools.measure.time_interleaved`)."""
     params, x = init(cfg)
     one_layer = jax.tree.map(lambda w: w[0], params)
     labels = list(labels or CANDIDATES)
@@ -254,7 +254,7 @@ def attention_products(cfg: Config = SHORT) -> list[tuple[str, bool]]:
 def recomputed_products(cfg: Config, policy: Any, attention: Attention) -> int:
     """``dot_general`` equations in the backward pass's checkpoint equation (recomputation and
     the backward products together): fewer means less recomputed, for the same block."""
-    from examples.jaxprs import traced_remat_sites
+    from examples.tools.jaxprs import traced_remat_sites
 
     params, x = init(cfg)
     sites = traced_remat_sites(jax.grad(make_loss(cfg, policy, attention)), params, x)

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import jax
 
-from examples.display import Table, format_bytes
+from examples.tools.display import Table, format_bytes
 
 OPS = ("all-gather", "all-reduce", "reduce-scatter", "all-to-all", "collective-permute")
 _COMPUTATION = re.compile(r"^(?:ENTRY )?%(?P<name>[^\s(]+) \(.*\{\s*$")

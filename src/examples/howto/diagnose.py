@@ -1,7 +1,7 @@
 """A diagnostic for remat that did not do what was meant: run it on your own function.
 
 ``diagnose(loss, *args)`` traces the function you differentiate, finds every ``jax.checkpoint``
-in it (either remat implementation, through :mod:`examples.jaxprs`) and checks each one;
+in it (either remat implementation, through :mod:`examples.tools.jaxprs`) and checks each one;
 ``diagnose(layer, *args, policy=p)`` checks ``jax.checkpoint(layer, policy=p)`` before you put it
 in a model. Either returns a :class:`Report`: the checkpoints found, what each keeps next to what
 ``nothing_saveable`` and no checkpoint at all keep, and a list of :class:`Finding` with a code:
@@ -25,7 +25,7 @@ code                       level    when
 ``not-compared``           note     the residual listings could not be computed for a checkpoint
 =========================  =======  ================================================================
 
-What each checkpoint keeps is asked of JAX itself (:mod:`examples.residuals`), by re-running
+What each checkpoint keeps is asked of JAX itself (:mod:`examples.tools.residuals`), by re-running
 the checkpointed function under three policies; nothing here is inferred from policy names.
 """
 
@@ -40,15 +40,15 @@ from typing import Any, Literal
 import jax
 from jax.extend import core as jex_core
 
-from examples import jaxprs
-from examples.display import Table, format_bytes
-from examples.policy_calls import (
+from examples.tools import jaxprs
+from examples.tools.display import Table, format_bytes
+from examples.tools.policy_calls import (
     describe_policy,
     factory_of,
     policy_names,
     wants_unbatched_dots,
 )
-from examples.residuals import Residuals, saved_residuals
+from examples.tools.residuals import Residuals, saved_residuals
 
 P = jax.checkpoint_policies
 Level = Literal["warning", "note"]

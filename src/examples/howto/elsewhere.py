@@ -17,10 +17,10 @@ import jax
 import jax.numpy as jnp
 from jax.ad_checkpoint import checkpoint_name
 
-from examples.display import Table, format_bytes
-from examples.measure import compiled_stats
-from examples.models import Config, init_inputs, init_params, rms_norm, scan_loss
-from examples.residuals import Residuals, saved_residuals
+from examples.tools.display import Table, format_bytes
+from examples.tools.measure import compiled_stats
+from examples.tools.models import Config, init_inputs, init_params, rms_norm, scan_loss
+from examples.tools.residuals import Residuals, saved_residuals
 
 P = jax.checkpoint_policies
 
@@ -93,7 +93,7 @@ MAXTEXT_PRESETS = {
 
 
 def named_block(h: jax.Array, p: dict[str, jax.Array], heads: int) -> jax.Array:
-    """:func:`examples.models.block`, computing the same, with MaxText's checkpoint names.
+    """:func:`examples.tools.models.block`, computing the same, with MaxText's checkpoint names.
 
     ``query_proj``, ``key_proj``, ``value_proj`` on the projections, ``context`` on the
     attention's output before its projection, ``out_proj`` after it, ``mlpwi`` on the first MLP

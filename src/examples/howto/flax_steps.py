@@ -15,10 +15,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from examples.display import Table, format_bytes, format_ratio
-from examples.measure import CompiledStats
-from examples.models import Config
-from examples.tutorial_jit import relation
+from examples.tools.display import Table, format_bytes, format_ratio
+from examples.tools.measure import CompiledStats
+from examples.tools.models import Config
+from examples.tutorial.compiled import relation
 
 #: The model of the guides: small enough that each compile takes a few seconds on a CPU.
 CONFIG = Config(layers=4, batch=4, seq=64, width=128, heads=4)

@@ -8,8 +8,8 @@ loop of blocks, ``nn.scan(nn.remat(...))`` over stacked blocks, ``nn.remat_scan`
 checkpoints. The models take the lifted class as a field, so a page cell shows the Flax call.
 
 Every figure the guide shows is read from XLA's compiled program
-(:func:`examples.measure.compiled_stats`) or from what JAX's autodiff keeps
-(:func:`examples.residuals.saved_residuals`).
+(:func:`examples.tools.measure.compiled_stats`) or from what JAX's autodiff keeps
+(:func:`examples.tools.residuals.saved_residuals`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import jax.numpy as jnp
 import optax
 from jax.ad_checkpoint import checkpoint_name
 
-from examples.display import Table, format_bytes
 from examples.howto.flax_steps import (
     CONFIG,
     DROPOUT,
@@ -37,10 +36,11 @@ from examples.howto.flax_steps import (
     measured_table,
     step_facts,
 )
-from examples.jaxprs import traced_remat_sites
-from examples.measure import compiled_stats
-from examples.models import Config, rms_norm
-from examples.residuals import saved_residuals
+from examples.tools.display import Table, format_bytes
+from examples.tools.jaxprs import traced_remat_sites
+from examples.tools.measure import compiled_stats
+from examples.tools.models import Config, rms_norm
+from examples.tools.residuals import saved_residuals
 
 #: Names the page uses from here, defined with the NNX guide's in :mod:`examples.howto.flax_steps`.
 __all__ = [
@@ -225,7 +225,8 @@ def init_params(model: nn.Module, batch: Batch, seed: int = 0) -> Params:
 
 def param_shapes(model: nn.Module, batch: Batch) -> Params:
     """The shapes :func:`init_params` would give, traced only (``jax.eval_shape``)."""
-    return jax.tree.map(jnp.shape, jax.eval_shape(lambda: init_params(model, batch)))
+    # `.shape` of each ShapeDtypeStruct: `jnp.shape` of one is deprecated (jax 0.5.3 warns).
+    return jax.tree.map(lambda a: a.shape, jax.eval_shape(lambda: init_params(model, batch)))
 
 
 #: The optimizer of the guide's training step.

@@ -24,9 +24,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from examples import measure
-from examples.display import Table, format_bytes
-from examples.residuals import relative_source
+from examples.tools import measure
+from examples.tools.display import Table, format_bytes
+from examples.tools.residuals import relative_source
 
 # --- what the compiler plans ---------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ optax comes with Flax). The guide checkpoints it three ways:
 - the pattern of large NNX code bases: ``nnx.split`` the stacked blocks, ``jax.lax.scan`` a
   ``jax.checkpoint`` of a pure function that merges one layer, ``nnx.update`` the model after.
 
-Figures come from XLA's compiled program (:func:`examples.measure.compiled_stats`) of the
+Figures come from XLA's compiled program (:func:`examples.tools.measure.compiled_stats`) of the
 training step, traced from abstract shapes (``nnx.eval_shape``), so no model is allocated to
 measure it.
 """
@@ -29,7 +29,6 @@ import optax
 from flax import nnx
 from jax.ad_checkpoint import checkpoint_name
 
-from examples.display import Table, format_bytes
 from examples.howto.flax_steps import (
     CONFIG,
     DROPOUT,
@@ -41,9 +40,10 @@ from examples.howto.flax_steps import (
     measured_table,
     step_facts,
 )
-from examples.jaxprs import walk
-from examples.measure import Timing, compiled_stats, time_call
-from examples.models import Config, rms_norm
+from examples.tools.display import Table, format_bytes
+from examples.tools.jaxprs import walk
+from examples.tools.measure import Timing, compiled_stats, time_call
+from examples.tools.models import Config, rms_norm
 
 __all__ = ["CONFIG", "VOCAB", "barrier_facts", "make_batch", "measured_table", "step_facts"]
 
@@ -277,7 +277,8 @@ def abstract(make_model: Callable[[], nnx.Module]) -> tuple[nnx.Module, nnx.Opti
 
 def pure_step(model: nnx.Module, optimizer: nnx.Optimizer[Any]) -> tuple[Any, Callable[..., Any]]:
     """``(state, f)`` with ``f(state, batch) -> (loss, new state)``: :func:`step` as ``nnx.jit``
-    compiles it, as a function of arrays that :func:`examples.measure.compiled_stats` can take."""
+    compiles it, as a function of arrays that :func:`examples.tools.measure.compiled_stats` can
+    take."""
     graphdef, state = nnx.split((model, optimizer))
 
     def f(state: Any, batch: Batch) -> tuple[jax.Array, Any]:

@@ -7,7 +7,7 @@ each stage of the answer: the transfers JAX traces (``device_put`` equations to 
 back), the placement annotations in the lowered program, the host buffers in the compiled one,
 and XLA's device and host memory analyses. On a GPU, ``python -m examples.howto.offload --out
 FILE.json`` records all of it with step times; the how-to page renders such files, committed
-under ``src/examples/data/offload/`` (:data:`RUNS`, :mod:`examples.recorded`).
+under ``src/examples/data/offload/`` (:data:`RUNS`, :mod:`examples.tools.recorded`).
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ from typing import Any
 import jax
 import jax.export  # an attribute of jax only once imported, on older releases
 
-from examples import recorded
-from examples.display import Table, format_bytes
 from examples.howto.collectives import hlo_text
-from examples.jaxprs import equation_jaxprs, open_jaxpr
-from examples.measure import MIN_REPEATS, Timing, compiled_stats, time_call
-from examples.models import SIZES, Config, block, init_inputs, init_params, scan_loss
-from examples.runinfo import collect
+from examples.tools import recorded
+from examples.tools.display import Table, format_bytes
+from examples.tools.jaxprs import equation_jaxprs, open_jaxpr
+from examples.tools.measure import MIN_REPEATS, Timing, compiled_stats, time_call
+from examples.tools.models import SIZES, Config, block, init_inputs, init_params, scan_loss
+from examples.tools.runinfo import collect
 
 SCHEMA = "jax-remat-guide/offload/1"
 #: Where recorded runs are committed (they ship with the package).
@@ -177,7 +177,7 @@ class Result:
     temp_bytes: int  #: XLA's temporary device memory for one step
     host_temp_bytes: int | None  #: XLA's temporary host memory for one step
     flops: float | None
-    step: dict[str, Any] | None  #: a :class:`~examples.measure.Timing` as a dict, if timed
+    step: dict[str, Any] | None  #: a :class:`~examples.tools.measure.Timing` as a dict, if timed
 
     @property
     def timing(self) -> Timing | None:

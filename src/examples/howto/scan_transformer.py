@@ -3,8 +3,8 @@
 The code of ``docs/howto/scan-transformer.md``, in the order of the page: the training step
 (loss, ``jax.value_and_grad``, an optax update), the places a ``jax.checkpoint`` can go, and the
 knobs that matter under a scan (the policy, ``prevent_cse``, ``unroll``). The model is the shared
-pre-norm transformer of :mod:`examples.models` (its sizes and weights), with the block of
-:func:`examples.models.named_block`, which names the values worth keeping.
+pre-norm transformer of :mod:`examples.tools.models` (its sizes and weights), with the block of
+:func:`examples.tools.models.named_block`, which names the values worth keeping.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from examples.display import Table, format_bytes, format_ratio
-from examples.measure import MIN_REPEATS, CompiledStats, Timing, compiled_stats, time_call
-from examples.measure import time_interleaved as time_in_turns
-from examples.models import Config, init_inputs, init_params
-from examples.models import named_block as block
+from examples.tools.display import Table, format_bytes, format_ratio
+from examples.tools.measure import MIN_REPEATS, CompiledStats, Timing, compiled_stats, time_call
+from examples.tools.measure import time_interleaved as time_in_turns
+from examples.tools.models import Config, init_inputs, init_params
+from examples.tools.models import named_block as block
 
 P = jax.checkpoint_policies
 

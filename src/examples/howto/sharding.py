@@ -1,6 +1,6 @@
 """Remat on a sharded training step: the code of the how-to guide ``howto/sharded-step``.
 
-The transformer of :mod:`examples.models` is trained data-parallel with its weights sharded
+The transformer of :mod:`examples.tools.models` is trained data-parallel with its weights sharded
 FSDP-style over a 2 × 4 mesh of eight devices (``"data"`` × ``"fsdp"``): each device holds a
 quarter of every weight and an eighth of the batch, and gathers a layer's full weights just
 before it uses them. Checkpoint policies then decide what the backward pass finds: whether those
@@ -33,10 +33,10 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 from numpy.typing import NDArray
 
-from examples.display import Table, format_bytes
 from examples.howto.collectives import collectives, hlo_text
-from examples.measure import compiled_stats
-from examples.models import Config, block, init_inputs, init_params, scan_loss
+from examples.tools.display import Table, format_bytes
+from examples.tools.measure import compiled_stats
+from examples.tools.models import Config, block, init_inputs, init_params, scan_loss
 
 #: A layer of the scanned stack: ``(carry, one layer's weights) -> carry``.
 Layer = Callable[[jax.Array, dict[str, jax.Array]], jax.Array]
@@ -369,7 +369,7 @@ def single_device(cfg: Config = CONFIG) -> Arguments:
 
 
 def single_device_stats(cfg: Config = CONFIG) -> dict[str, Any]:
-    """:func:`~examples.measure.compiled_stats` of the unsharded step, per policy."""
+    """:func:`~examples.tools.measure.compiled_stats` of the unsharded step, per policy."""
     args = single_device(cfg)
     return {
         name: compiled_stats(jax.grad(scan_loss(plain_layer(cfg, policy))), *args)

@@ -1,6 +1,6 @@
 """The measurements of the guide "When remat goes wrong: symptom to fix".
 
-Every variant is the site's pre-norm transformer (:mod:`examples.models`) trained with a scan
+Every variant is the site's pre-norm transformer (:mod:`examples.tools.models`) trained with a scan
 over layers; they differ only in where ``jax.checkpoint`` sits and which policy it has. For each,
 :func:`measure` asks JAX what the forward pass keeps for the backward pass and XLA what the
 compiled step allocates and computes, and can time the step.
@@ -15,10 +15,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from examples.display import Table, format_bytes, format_ratio
-from examples.measure import Timing, compiled_stats
-from examples.models import Config, block, init_inputs, init_params, scan_loss
-from examples.residuals import saved_residuals
+from examples.tools.display import Table, format_bytes, format_ratio
+from examples.tools.measure import Timing, compiled_stats
+from examples.tools.models import Config, block, init_inputs, init_params, scan_loss
+from examples.tools.residuals import saved_residuals
 
 P = jax.checkpoint_policies
 
@@ -112,7 +112,7 @@ def measure(
     steps = {name: jax.value_and_grad(losses[name]) for name in names}
     times: dict[str, Timing] = {}
     if time:  # compiled first, then timed in turns, so that each meets the same load
-        from examples.measure import time_interleaved
+        from examples.tools.measure import time_interleaved
 
         compiled = {n: jax.jit(step).lower(params, x).compile() for n, step in steps.items()}
         times = time_interleaved(compiled, params, x, repeats=repeats)

@@ -9,12 +9,12 @@ problem here checks the *structure* of the learner's function:
   around the scan, with the values the problem names inside it), under either implementation
   (``remat2`` by default; a ``call_hi_primitive`` carrying a ``RematTraced`` under
   ``jax_remat3``), looking inside ``jit``, ``custom_jvp`` and other nested jaxprs
-  (:func:`examples.jaxprs.remat_sites`);
+  (:func:`examples.tools.jaxprs.remat_sites`);
 - ``policy``: the policy of each checkpoint found there is the required one, compared by identity
   or equality and by behaviour (what it keeps on a probe function with and without batch
   dimensions, and with values named with the problem's names and with another);
 - ``residuals``: what ``jax.vjp`` of the learner's function keeps (from
-  :func:`examples.residuals.saved_residuals`) is exactly what the reference solution keeps:
+  :func:`examples.tools.residuals.saved_residuals`) is exactly what the reference solution keeps:
   the same multiset of (primitive or ``checkpoint_name`` name, shape, dtype), arguments by
   shape and dtype. Where the problem leaves code outside the checkpoint (a loss after a scan),
   a value kept there may be computed otherwise at the same shape and dtype (``h * h`` keeps
@@ -38,10 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.ad_checkpoint import checkpoint_name
 
-from examples.jaxprs import remat3, remat3_available, remat3_enabled
-from examples.policy_calls import describe_policy, same_policy
-from examples.problems._placement import Placement, place
-from examples.problems._residuals import (
+from examples.problems._kept import (
     describe_computed,
     describe_keys,
     residual_difference,
@@ -49,6 +46,9 @@ from examples.problems._residuals import (
     residual_signature,
     same_arrays,
 )
+from examples.problems._placement import Placement, place
+from examples.tools.jaxprs import remat3, remat3_available, remat3_enabled
+from examples.tools.policy_calls import describe_policy, same_policy
 
 __all__ = [
     "OTHER_NAME",
@@ -66,9 +66,9 @@ __all__ = [
     "signature_text",
     "standard_checks",
 ]
-from examples.problems._runner import CHECK_NAMES
+from examples.problems._check_names import CHECK_NAMES
 from examples.problems._spec import Case, Problem
-from examples.residuals import Residuals, saved_residuals
+from examples.tools.residuals import Residuals, saved_residuals
 
 # --- policies -------------------------------------------------------------------------------------
 

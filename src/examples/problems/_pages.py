@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from examples.display import Table, format_bytes, format_ratio
-from examples.measure import CompiledStats
+from examples.tools.display import Table, format_bytes, format_ratio
+from examples.tools.measure import CompiledStats
 
 
 def costs_table(costs: Mapping[str, CompiledStats], label: str = "variant") -> Table:

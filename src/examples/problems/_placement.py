@@ -11,9 +11,9 @@ A problem declares it in its :class:`~examples.problems._spec.Problem`:
   checkpoint, where a names-based policy can see them.
 
 :func:`place` reads all three off a traced jaxpr, under either remat implementation
-(:func:`examples.jaxprs.remat_sites`, :func:`examples.jaxprs.checkpoint_names`). The checker's
-``remat`` line is its verdict; the ``policy`` line judges the policies of the checkpoints it
-found where they belong.
+(:func:`examples.tools.jaxprs.remat_sites`, :func:`examples.tools.jaxprs.checkpoint_names`). The
+checker's ``remat`` line is its verdict; the ``policy`` line judges the policies of the checkpoints
+it found where they belong.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ import collections
 import dataclasses
 from typing import Any
 
-from examples.jaxprs import (
+from examples.problems._spec import Problem
+from examples.tools.jaxprs import (
     RematSite,
     checkpoint_names,
     count_primitive,
@@ -31,7 +32,6 @@ from examples.jaxprs import (
     open_jaxpr,
     remat_sites,
 )
-from examples.problems._spec import Problem
 
 #: The loop primitive a stack of layers is applied with (``jax.lax.scan``, ``nnx.scan``, and
 #: ``fori_loop`` or ``lax.map`` with a fixed length all trace to it).

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from examples.problems._runner import check_names
+from examples.problems._check_names import check_names
 
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_MEMORY_MIB = 4096
@@ -109,7 +109,7 @@ class Tally:
 
 def _package_root() -> str:
     """The folder that holds the ``examples`` package (``src/`` in a checkout)."""
-    return str(Path(__file__).resolve().parent.parent)
+    return str(Path(__file__).resolve().parents[2])
 
 
 def _child_env() -> dict[str, str]:

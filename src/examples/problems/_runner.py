@@ -32,23 +32,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-#: The checks of :func:`examples.problems._checks.standard_checks`, in the order they run
-#: (here, where the checker's parent process can read them without importing JAX).
-CHECK_NAMES = (
-    "signature",
-    "runs",
-    "shape",
-    "dtype",
-    "finite",
-    "value",
-    "gradient",
-    "remat",
-    "policy",
-    "residuals",
-)
-#: What every run starts with, before the problem's checks, and ends with, after them.
-LOAD_CHECK = "load"
-CONFIG_CHECK = "config"
+from examples.problems._check_names import CONFIG_CHECK, LOAD_CHECK, check_names
 
 Report = Callable[[dict[str, Any]], None]
 
@@ -76,7 +60,7 @@ class Solution:
 
 
 def scrubbed(text: str) -> str:
-    from examples.paths import scrub_paths
+    from examples.tools.paths import scrub_paths
 
     return scrub_paths(text)
 
@@ -223,11 +207,6 @@ def config_check(before: dict[str, Any]) -> tuple[bool, str]:
 
 
 # --- running the checks ---------------------------------------------------------------------------
-
-
-def check_names() -> list[str]:
-    """The names of the checks a run reports, in order (load and config included)."""
-    return [LOAD_CHECK, *CHECK_NAMES, CONFIG_CHECK]
 
 
 def run_checks(

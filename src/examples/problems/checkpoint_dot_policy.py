@@ -15,10 +15,10 @@ import jax.numpy as jnp
 import numpy as np
 from numpy.typing import ArrayLike
 
-from examples.measure import CompiledStats, compiled_stats
-from examples.models import rms_norm, scan_loss
 from examples.problems._spec import Case, Problem, away_from_kinks, normal
-from examples.residuals import saved_residuals
+from examples.tools.measure import CompiledStats, compiled_stats
+from examples.tools.models import rms_norm, scan_loss
+from examples.tools.residuals import saved_residuals
 
 # -- the reference solution -----------------------------------------------------------------------
 
@@ -168,7 +168,7 @@ def stacked_params(
     layer: str, depth: int = 16, batch: int = 256, width: int = 256, seed: int = 0
 ) -> tuple[dict[str, jax.Array], jax.Array]:
     """Weights for ``depth`` copies of ``"relu_layer"`` or ``"mlp_block"``, stacked for
-    :func:`examples.models.scan_loss`, and an input of shape (batch, width)."""
+    :func:`examples.tools.models.scan_loss`, and an input of shape (batch, width)."""
     keys = jax.random.split(jax.random.key(seed), 3)
     if layer == "relu_layer":
         params = {

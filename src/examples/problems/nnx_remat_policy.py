@@ -17,8 +17,8 @@ import numpy as np
 from flax import nnx
 from numpy.typing import ArrayLike
 
-from examples.measure import CompiledStats, compiled_stats
 from examples.problems._spec import Case, Problem, away_from_kinks, normal
+from examples.tools.measure import CompiledStats, compiled_stats
 
 # -- the reference solution -----------------------------------------------------------------------
 

@@ -20,9 +20,9 @@ import numpy as np
 from flax import nnx
 from numpy.typing import ArrayLike
 
-from examples import compat
-from examples.measure import CompiledStats, compiled_stats
 from examples.problems._spec import Case, Problem, normal
+from examples.tools import compat
+from examples.tools.measure import CompiledStats, compiled_stats
 
 # -- the reference solution -----------------------------------------------------------------------
 

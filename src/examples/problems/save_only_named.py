@@ -15,8 +15,8 @@ import numpy as np
 from jax.ad_checkpoint import checkpoint_name
 from numpy.typing import ArrayLike
 
-from examples.models import rms_norm
 from examples.problems._spec import Case, Problem, normal
+from examples.tools.models import rms_norm
 
 #: The name the problem asks for.
 HIDDEN = "hidden"

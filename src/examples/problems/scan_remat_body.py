@@ -16,10 +16,10 @@ import jax.numpy as jnp
 import numpy as np
 from numpy.typing import ArrayLike
 
-from examples.jaxprs import primitive_counts
-from examples.measure import CompiledStats, compiled_stats
-from examples.models import rms_norm
 from examples.problems._spec import Case, Problem, normal
+from examples.tools.jaxprs import primitive_counts
+from examples.tools.measure import CompiledStats, compiled_stats
+from examples.tools.models import rms_norm
 
 # -- the reference solution -----------------------------------------------------------------------
 

@@ -1,0 +1,329 @@
+"""JAX's next remat implementation (``jax_remat3``): the code of ``docs/notes/jax-remat3.md``.
+
+The installed JAX carries a second implementation of ``jax.checkpoint`` behind the config flag
+``jax_remat3`` (off by default). Each function here measures one point of the migration guide on
+the installed JAX, with the flag off and on, and ``tests/notes/test_remat3.py`` checks each one
+against the release's own behaviour. The flag is set only through
+:func:`examples.notes.remat3_check.remat3_flag`, which puts it back as it found it. How the points
+behaved on the other releases of the matrix is read from the committed release records, which
+hold :func:`remat3_points` as measured on each release (:func:`release_table`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.ad_checkpoint import checkpoint_name
+
+from examples.notes.remat3_check import remat3_flag as remat3
+from examples.tools.display import Table
+from examples.tools.jaxprs import traced_remat_sites
+from examples.tools.residuals import Residuals, saved_residuals
+from examples.tutorial.traced import layer
+
+
+def two_layers(W: jax.Array, x: jax.Array) -> jax.Array:
+    """Two ``sin(W @ x)`` layers; the first one's output is named ``"hidden"``."""
+    h = jax.ad_checkpoint.checkpoint_name(layer(W, x), "hidden")
+    return jnp.sum(layer(W, h))
+
+
+def two_layers_inputs(width: int = 4) -> tuple[jax.Array, jax.Array]:
+    W = jax.random.normal(jax.random.key(2), (width, width)) / np.sqrt(width)
+    return W, jnp.linspace(-1.0, 1.0, width)
+
+
+def two_layers_grad_float64(W: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """d two_layers / d (W, x) by hand, in NumPy float64: an independent reference."""
+    W, x = np.asarray(W, np.float64), np.asarray(x, np.float64)
+    z1 = W @ x
+    h = np.sin(z1)
+    z2 = W @ h
+    g2 = np.cos(z2)  # d sum(sin(z2)) / d z2
+    g_h = W.T @ g2
+    g1 = g_h * np.cos(z1)
+    return np.outer(g2, h) + np.outer(g1, x), W.T @ g1
+
+
+def keep_everything(prim: Any, *avals: Any, **params: Any) -> bool:
+    """A custom policy in the form ``jax.checkpoint``'s docstring describes: it says "save"."""
+    return True
+
+
+def policies_to_compare() -> dict[str, Callable[..., Any] | None]:
+    """The policies the page compares between the two implementations, by the call shown."""
+    cp = jax.checkpoint_policies
+    return {
+        "no policy": None,
+        "dots_saveable": cp.dots_saveable,
+        'save_only_these_names("hidden")': cp.save_only_these_names("hidden"),
+        "everything_saveable": cp.everything_saveable,
+        'save_anything_except_these_names("hidden")': cp.save_anything_except_these_names("hidden"),
+        "save_from_both_policies(dots_saveable, ...)": cp.save_from_both_policies(
+            cp.dots_saveable, cp.save_only_these_names("hidden")
+        ),
+        "keep_everything (custom function)": keep_everything,
+    }
+
+
+def residuals_of(
+    policy: Callable[..., Any] | None, remat3_on: bool, checkpoint: bool = True
+) -> Residuals:
+    """What the gradient of :func:`two_layers` keeps, with or without ``jax_remat3``."""
+    with remat3(remat3_on):  # wrapped inside: some releases read the flag when wrapping
+        f = jax.checkpoint(two_layers, policy=policy) if checkpoint else two_layers
+        return saved_residuals(f, *two_layers_inputs())
+
+
+def kept(listing: Residuals) -> str:
+    """``"cos, 'hidden', cos"``: what the forward pass computed and kept, in JAX's order."""
+    computed = listing.excluding_arguments()
+    if not computed:
+        return "nothing"
+    return ", ".join(f"'{r.name}'" if r.kind == "named" else str(r.detail) for r in computed)
+
+
+def _code(items: str) -> str:
+    return items if items == "nothing" else ", ".join(f"`{i}`" for i in items.split(", "))
+
+
+def policy_table() -> Table:
+    """What each policy keeps of :func:`two_layers` under both implementations."""
+    rows = [
+        (
+            "no `jax.checkpoint` at all",
+            *(kept(residuals_of(None, on, False)) for on in (False, True)),
+        )
+    ]
+    for name, policy in policies_to_compare().items():
+        rows.append((f"`{name}`", *(_code(kept(residuals_of(policy, on))) for on in (False, True))))
+    return Table(["policy", "default (`remat2`) keeps", "`jax_remat3` keeps"], rows)
+
+
+def barriers(prevent_cse: bool, remat3_on: bool) -> int:
+    """Optimization barriers in the lowered gradient of a checkpointed function.
+
+    ``prevent_cse=True`` asks for them: they stop XLA from merging the recomputation with the
+    forward pass (common subexpression elimination), which would undo the remat.
+    """
+    with remat3(remat3_on):
+        f = jax.checkpoint(lambda x: jnp.sin(jnp.sin(x)), prevent_cse=prevent_cse)
+        return jax.jit(jax.grad(f)).lower(1.0).as_text().count("stablehlo.optimization_barrier")
+
+
+def implementation_by_wrap_time() -> Table:
+    """Which primitive a checkpoint traces to, by where the flag stood at wrapping and at tracing.
+
+    Releases differ in when ``jax.checkpoint`` reads ``jax_remat3``: when it wraps the function
+    (then a function decorated before the flag was set keeps the default implementation) or
+    when the wrapped function is called (:func:`flag_read_at_call_time`).
+    """
+    W, x = two_layers_inputs()
+    rows = []
+    for wrapped_on in (False, True):
+        with remat3(wrapped_on):
+            f = jax.checkpoint(two_layers)
+        for traced_on in (False, True):
+            with remat3(traced_on):
+                (site,) = traced_remat_sites(f, W, x)
+            rows.append((_on_off(wrapped_on), _on_off(traced_on), f"`{site.primitive}`"))
+    return Table(["flag when wrapped", "flag when traced", "checkpoint traces to"], rows)
+
+
+def _on_off(flag: bool) -> str:
+    return "on" if flag else "off"
+
+
+def flag_read_at_call_time() -> bool:
+    """Whether a checkpoint wrapped with the flag off traces to ``jax_remat3`` when run with it
+    on (the flag read at call time) or not (read when ``jax.checkpoint`` wraps)."""
+    with remat3(False):
+        f = jax.checkpoint(two_layers)
+    with remat3(True):
+        (site,) = traced_remat_sites(f, *two_layers_inputs())
+    return bool(site.primitive != "remat2")
+
+
+def names_kept_when_wrapped_before_the_flag() -> str:
+    """What a ``save_only_these_names("hidden")`` checkpoint wrapped with the flag off keeps when
+    it is run with the flag on."""
+    policy = jax.checkpoint_policies.save_only_these_names("hidden")
+    with remat3(False):
+        f = jax.checkpoint(two_layers, policy=policy)
+    with remat3(True):
+        return kept(saved_residuals(f, *two_layers_inputs()))
+
+
+def argument_names(remat3_on: bool) -> list[str]:
+    """How the residual listing names the arguments of :func:`two_layers`."""
+    return [str(r.argument) for r in residuals_of(None, remat3_on).of_kind("argument")]
+
+
+def static_by_position(remat3_on: bool) -> str:
+    """``jax.checkpoint(step_body, static_argnames="is_training")`` differentiated with the flag
+    passed by position: the gradient, or the name of the error it raises."""
+    from examples.notes.new_checkpoint import step_body
+
+    with remat3(remat3_on):
+        f = jax.checkpoint(step_body, static_argnames="is_training")
+        try:
+            return f"{float(jax.grad(f)(0.5, True)):.6g}"
+        except Exception as e:
+            return type(e).__name__
+
+
+# --- preparing code: names instead of a dots policy -------------------------------------------
+
+
+def two_layers_named(W: jax.Array, x: jax.Array) -> jax.Array:
+    """:func:`two_layers` with each matrix product named ``"product"`` as well."""
+    h = checkpoint_name(jnp.sin(checkpoint_name(W @ x, "product")), "hidden")
+    return jnp.sum(jnp.sin(checkpoint_name(W @ h, "product")))
+
+
+def dots_versus_names(remat3_on: bool) -> tuple[Residuals, Residuals]:
+    """What ``dots_saveable`` keeps of :func:`two_layers`, and what
+    ``save_only_these_names("product")`` keeps of :func:`two_layers_named`."""
+    cp = jax.checkpoint_policies
+    W, x = two_layers_inputs()
+    with remat3(remat3_on):
+        dots = jax.checkpoint(two_layers, policy=cp.dots_saveable)
+        names = jax.checkpoint(two_layers_named, policy=cp.save_only_these_names("product"))
+        return saved_residuals(dots, W, x), saved_residuals(names, W, x)
+
+
+def three_sines(x: jax.Array) -> jax.Array:
+    """``sin`` three times, the values named ``y``, ``z`` and ``w`` (JAX's offloading example)."""
+    y = checkpoint_name(jnp.sin(x), "y")
+    z = checkpoint_name(jnp.sin(y), "z")
+    return jnp.sum(checkpoint_name(jnp.sin(z), "w"))
+
+
+def offload_kept(remat3_on: bool) -> str:
+    """What ``save_and_offload_only_these_names`` (``y`` kept, ``z`` moved to host memory)
+    keeps of :func:`three_sines`, with or without the flag."""
+    policy = jax.checkpoint_policies.save_and_offload_only_these_names(
+        names_which_can_be_saved=["y"],
+        names_which_can_be_offloaded=["z"],
+        offload_src="device",
+        offload_dst="pinned_host",
+    )
+    with remat3(remat3_on):
+        listing = saved_residuals(jax.checkpoint(three_sines, policy=policy), jnp.arange(4.0))
+    kept_ = [
+        f"{r.type_str} ({'host' if r.on_host else 'device'})" for r in listing.excluding_arguments()
+    ]
+    return ", ".join(kept_) or "nothing"
+
+
+# --- each point on each release of the matrix, from the committed records ---------------------
+
+#: Each point of the guide, and what a release does (the answer when the measured test below is
+#: false, then when it is true). :func:`remat3_points` measures them; the release matrix records
+#: its answers as the fact ``remat3_points`` (examples/reference/release_facts.py).
+POINTS = (
+    ("when `jax.checkpoint` reads the flag", "when it wraps", "when the function is called"),
+    ("a plain-function policy", "becomes full remat", "is asked by the rules"),
+    ("`everything_saveable`", "keeps only named values", "keeps what it keeps without the flag"),
+    ("`save_from_both_policies`", "becomes full remat", "is honoured"),
+    ("`prevent_cse=False`", "ignored (barrier kept)", "passed on (no barrier)"),
+    ("`static_argnames`, argument passed by position", "still traced", "static"),
+    ("arguments in residual listings", "by position (`args[0]`)", "by parameter name"),
+)
+
+
+def remat3_points() -> list[str] | None:
+    """The installed release's answer to each of :data:`POINTS`, measured with the flag on;
+    ``None`` where the release has no ``jax_remat3`` flag."""
+    if not hasattr(jax.config, "jax_remat3"):
+        return None
+    cp = jax.checkpoint_policies
+    both = cp.save_from_both_policies(cp.dots_saveable, cp.save_only_these_names("hidden"))
+    everything = cp.everything_saveable
+    measured = [
+        flag_read_at_call_time(),
+        kept(residuals_of(keep_everything, True)) != "nothing",
+        kept(residuals_of(everything, True)) == kept(residuals_of(everything, False)),
+        kept(residuals_of(both, True)) != "nothing",
+        barriers(False, True) == 0,
+        static_by_position(True) != "TracerBoolConversionError",
+        argument_names(True) != [f"args[{i}]" for i in range(len(argument_names(True)))],
+    ]
+    return [yes if m else no for m, (_, no, yes) in zip(measured, POINTS, strict=True)]
+
+
+def release_table(records: list[dict[str, Any]]) -> Table:
+    """Each point of the guide on each release the matrix recorded (the release records of
+    :func:`examples.reference.releases.load_all`), read from their ``remat3_points`` fact."""
+    answers = [r["facts"]["remat3_points"] or ["no flag"] * len(POINTS) for r in records]
+    rows = [(point, *(a[i] for a in answers)) for i, (point, _, _) in enumerate(POINTS)]
+    return Table(["point", *(r["runinfo"]["jax"] for r in records)], rows)
+
+
+# --- the check on the how-to guides' models ---------------------------------------------------
+
+
+def scan_transformer_case(policy: Any) -> tuple[Callable[..., jax.Array], tuple[Any, ...]]:
+    """``(loss, (params, x, y))``: the scan-transformer guide's loss, its block checkpointed with
+    ``policy``, at the shared model's tiny size. The checkpoint is built when ``loss`` runs, so it
+    sees the flag on every release."""
+    from examples.howto import scan_transformer as st
+    from examples.tools.models import SIZES, init_inputs, init_params
+
+    cfg = SIZES["tiny"]
+    setup = st.Setup("case", policy=policy)
+
+    def loss(params: Any, x: jax.Array, y: jax.Array) -> jax.Array:
+        return st.loss_fn(cfg, setup)(params, x, y)
+
+    x = init_inputs(cfg)
+    return loss, (init_params(cfg), x, jax.random.normal(jax.random.key(2), x.shape))
+
+
+def linen_case(policy: Any) -> tuple[Callable[..., jax.Array], tuple[Any, ...]]:
+    """``(loss, (params,))``: the linen guide's transformer at the tiny size, each block lifted
+    with ``nn.remat(Block, static_argnums=(2,), policy=policy)``, dropout on."""
+    import flax.linen as nn
+
+    from examples.howto import linen_training as lt
+    from examples.howto.flax_steps import make_batch
+    from examples.tools.models import SIZES
+
+    cfg = SIZES["tiny"]
+    block = nn.remat(lt.Block, static_argnums=(2,), policy=policy)
+    model = lt.Transformer(layers=cfg.layers, width=cfg.width, heads=cfg.heads, block=block)
+    batch = make_batch(cfg)
+    key = lt.dropout_key()
+
+    def loss(params: Any) -> jax.Array:
+        return lt.loss_fn(model, params, batch, key)
+
+    return loss, (lt.init_params(model, batch),)
+
+
+def nnx_case(policy: Any) -> tuple[Callable[..., jax.Array], tuple[Any, ...]]:
+    """``(loss, (params,))``: the NNX guide's transformer at the tiny size, each block's call
+    wrapped in ``nnx.remat(Block.__call__, policy=policy)``; the loss is a function of the
+    parameters (``nnx.split``), the rest of the state (dropout streams) held fixed."""
+    from flax import nnx
+
+    from examples.howto import nnx_training as nt
+    from examples.howto.flax_steps import make_batch
+    from examples.tools.models import SIZES
+
+    cfg = SIZES["tiny"]
+    batch = make_batch(cfg)
+    model = nt.Transformer(cfg, rngs=nnx.Rngs(0))
+    parts: Any = nnx.split(model, nnx.Param, ...)  # typed as a variadic tuple
+    graphdef, params, rest = parts
+
+    def loss(params: Any) -> jax.Array:
+        m = nnx.merge(graphdef, params, rest, copy=True)
+        m.block_call = nnx.remat(nt.Block.__call__, policy=policy)  # built when loss runs
+        return nt.loss_fn(m, batch)
+
+    return loss, (params,)

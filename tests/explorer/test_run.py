@@ -1,0 +1,80 @@
+"""examples.explorer.run: compiled memory and FLOPs per policy, depth sweep, step times."""
+
+from __future__ import annotations
+
+import jax
+import pytest
+
+from examples import explorer as e
+from examples.tools.models import SIZES
+
+
+def test_full_remat_costs_flops_and_saves_memory(results):
+    plain, full = results[e.NO_REMAT], results["nothing_saveable"]
+    assert full.flops > plain.flops
+    assert full.temp_bytes < plain.temp_bytes
+
+
+def test_depth_sweep_grows_without_remat_and_stays_flat_with_it(depth):
+    temp = {(p.policy, p.layers): p.temp_bytes for p in depth}
+    plain_growth = temp[(e.NO_REMAT, 4)] - temp[(e.NO_REMAT, 2)]
+    remat_growth = temp[("nothing_saveable", 4)] - temp[("nothing_saveable", 2)]
+    assert plain_growth > 0
+    assert remat_growth < plain_growth
+
+
+@pytest.mark.gpu
+def test_gpu_memory_ordering_matches_the_cpu_ordering():
+    """On a GPU, the compiled memory per policy is ordered as on the CPU."""
+    cfg = SIZES["small"]
+    names = [e.NO_REMAT, "dots_saveable", "dots_with_no_batch_dims_saveable", "nothing_saveable"]
+    temp = {r.policy: r.temp_bytes for r in e.measure(cfg, names, time_steps=False)}
+    assert temp[e.NO_REMAT] > temp["dots_saveable"] > temp["nothing_saveable"]
+    assert temp["dots_with_no_batch_dims_saveable"] > temp["nothing_saveable"]
+
+
+@pytest.mark.gpu
+def test_offload_moves_bytes_to_the_host_on_gpu():
+    cfg = SIZES["small"]
+    kept, offloaded = "save_only_these_names(mlp_hidden)", e.OFFLOAD_POLICIES[0]
+    got = {r.policy: r for r in e.measure(cfg, [kept, offloaded], time_steps=False)}
+    assert got[offloaded].host_temp_bytes > 0
+    assert got[offloaded].temp_bytes < got[kept].temp_bytes
+
+
+def test_the_gelus_output_as_a_name_costs_memory_and_saves_no_flops():
+    """The page: keeping mlp_hidden (the GELU's output) spares no recomputation, because the
+    GELU's derivative needs its input, the product, which is then computed again."""
+    cfg = SIZES["small"]
+    rows = {
+        r.policy: r
+        for r in e.measure(
+            cfg, ["save_only_these_names(mlp_hidden)", "nothing_saveable"], time_steps=False
+        )
+    }
+    hidden, nothing = rows["save_only_these_names(mlp_hidden)"], rows["nothing_saveable"]
+    assert hidden.residual_bytes_per_layer > nothing.residual_bytes_per_layer == 0
+    assert hidden.temp_bytes > nothing.temp_bytes
+    assert hidden.flops == pytest.approx(nothing.flops, rel=0.01)
+
+
+def test_depth_growth_matches_kept_per_layer_and_the_block_input():
+    cfg = SIZES["small"]
+    names = [e.NO_REMAT, "nothing_saveable"]
+    growth = e.growth_per_layer(e.depth_sweep(cfg, layers=(2, 4), policies=names))
+    kept = e.layer_residuals(cfg, None).nbytes
+    assert 0.9 < growth[e.NO_REMAT] / kept < 1.1  # "close"
+    block_input = cfg.batch * cfg.seq * cfg.width * 4
+    assert growth["nothing_saveable"] == pytest.approx(block_input, rel=0.05)
+
+
+@pytest.mark.skipif(jax.default_backend() != "cpu", reason="describes the CPU backend")
+def test_offload_policies_compile_like_their_on_device_twins_on_cpu():
+    names = [
+        *e.OFFLOAD_POLICIES,
+        "save_only_these_names(mlp_hidden)",
+        "dots_with_no_batch_dims_saveable",
+    ]
+    temp = {r.policy: r.temp_bytes for r in e.measure(SIZES["small"], names, time_steps=False)}
+    assert temp[e.OFFLOAD_POLICIES[0]] == temp["save_only_these_names(mlp_hidden)"]
+    assert temp[e.OFFLOAD_POLICIES[1]] == temp["dots_with_no_batch_dims_saveable"]

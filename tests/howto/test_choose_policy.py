@@ -1,0 +1,283 @@
+"""examples.howto.choose_policy: the policy guide's measurements and the claims its page makes."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from examples.howto import choose_policy as cp
+from examples.tools import compat
+from examples.tools.measure import Timing
+from examples.tools.models import Config
+from examples.tools.residuals import saved_residuals
+
+SHORT = Config(layers=2, batch=1, seq=128, width=64, heads=1)
+LONG = dataclasses.replace(SHORT, seq=512)
+NAMES = 'save_only_these_names("qkv", "mlp_pre")'
+DOTS_NB = "dots_with_no_batch_dims_saveable"
+
+
+def _relative_error(a, b) -> float:
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
+
+
+def test_bfloat16_gradients_of_every_candidate_match_float64():
+    params, x = cp.init(SHORT)
+    with compat.enable_x64(True):
+        as64 = lambda t: jax.tree.map(lambda a: jnp.asarray(np.asarray(a, np.float64)), t)
+        reference = jax.grad(cp.make_loss(SHORT, cp.NO_REMAT))(as64(params), as64(x))
+        reference = jax.tree.map(np.asarray, reference)
+    plain = jax.jit(jax.grad(cp.make_loss(SHORT, cp.NO_REMAT)))(params, x)
+    for label, policy in cp.CANDIDATES.items():
+        grads = jax.jit(jax.grad(cp.make_loss(SHORT, policy)))(params, x)
+        for key in reference:
+            assert grads[key].dtype == jnp.bfloat16
+            # bfloat16 has 8 bits of mantissa: a few per cent against float64 ...
+            assert _relative_error(grads[key], reference[key]) < 0.05, (label, key)
+            # ... and remat changes nothing against the same computation without it.
+            assert _relative_error(grads[key], plain[key]) < 0.01, (label, key)
+
+
+def test_dot_product_attention_traces_to_two_batched_products_the_first_in_float32():
+    products = cp.attention_products(SHORT)
+    assert len(products) == 2
+    assert all(batched for _, batched in products)
+    assert products[0][0].startswith("f32[")
+    assert products[1][0].startswith("bf16[")
+
+
+def test_jax_says_the_default_attention_falls_back_to_xla():
+    doc = " ".join(inspect.getdoc(jax.nn.dot_product_attention).split())
+    if "falls back to `xla`" not in doc:
+        # Releases before 0.8 word it as a promise ("automatically select the best available
+        # backend"); what the default does is checked below on every release.
+        assert "automatically select the best available backend" in doc
+    # The default traces to the very program `implementation="xla"` traces to.
+    q = jnp.zeros((1, 128, 1, 64), cp.DTYPE)
+    default = jax.make_jaxpr(lambda q: jax.nn.dot_product_attention(q, q, q))(q)
+    xla = jax.make_jaxpr(lambda q: jax.nn.dot_product_attention(q, q, q, implementation="xla"))(q)
+    assert str(default) == str(xla)
+
+
+@pytest.mark.skipif(jax.default_backend() == "gpu", reason="a GPU may have cuDNN")
+def test_cudnn_attention_is_refused_without_cudnn():
+    q = jnp.zeros((1, 128, 1, 64), cp.DTYPE)
+    with pytest.raises(RuntimeError, match="cuDNN is not detected"):
+        jax.nn.dot_product_attention(q, q, q, implementation="cudnn")
+
+
+def test_cudnn_attention_is_a_custom_vjp_like_the_pallas_kernel():
+    from jax._src.cudnn import fused_attention_stablehlo
+
+    attention, _ = cp.pallas_attention()
+    assert isinstance(fused_attention_stablehlo._dot_product_attention, jax.custom_vjp)
+    assert isinstance(attention.mha, jax.custom_vjp)
+
+
+_DEPRECATION_CHECK = """
+import inspect, warnings
+warnings.simplefilter("error")  # any other warning at import fails the check
+from examples.tools import measure
+from examples.howto import choose_policy as cp
+module, message = cp.pallas_attention()
+print(message is not None, cp.PALLAS_DEPRECATION in inspect.getsource(module))
+"""
+
+
+def test_the_pallas_kernel_deprecation_is_caught_where_the_release_has_one():
+    """In a fresh process (the import warns once): the import reports a deprecation exactly where
+    the module's own source declares one (jax 0.12 does, pointing to tokamax), and nothing else."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _DEPRECATION_CHECK], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    reported, declared = done.stdout.split()
+    assert reported == declared
+
+
+@pytest.fixture(scope="module")
+def runs():
+    return {"short": cp.measure(SHORT, timed=False), "long": cp.measure(LONG, timed=False)}
+
+
+def test_nothing_saveable_is_the_floor_and_the_named_policies_sit_between(runs):
+    for m in runs.values():
+        none, nothing = m[cp.NO_REMAT].stats, m["nothing_saveable"].stats
+        assert m["nothing_saveable"].kept.nbytes == 0
+        for label in (NAMES, DOTS_NB):
+            assert nothing.temp_bytes < m[label].stats.temp_bytes < none.temp_bytes
+            assert 0 < cp.trade(m, label).spared < 1
+
+
+def test_names_keep_exactly_the_two_products_and_less_than_the_dots_policy(runs):
+    m = runs["short"]
+    assert [r.name for r in m[NAMES].kept] == ["qkv", "mlp_pre"]
+    assert m[NAMES].kept.nbytes < m[DOTS_NB].kept.nbytes
+    # The dots policy keeps the output projection's product as well.
+    assert len(m[DOTS_NB].kept) == len(m[NAMES].kept) + 1
+
+
+def test_named_policies_spare_a_smaller_share_at_the_long_sequence(runs):
+    for label in (NAMES, DOTS_NB):
+        assert cp.trade(runs["long"], label).spared < cp.trade(runs["short"], label).spared
+
+
+def test_dots_saveable_keeps_float32_sequence_squares_that_grow_with_the_sequence(runs):
+    for tag, m in runs.items():
+        seq = m["dots_saveable"].seq
+        squares = [r for r in m["dots_saveable"].kept if list(r.shape).count(seq) >= 2]
+        assert squares, tag
+        assert all(r.dtype == np.float32 for r in squares), tag
+        assert cp.square_share(m[NAMES], seq) == 0
+        assert cp.square_share(m[DOTS_NB], seq) == 0
+    short, long = runs["short"]["dots_saveable"], runs["long"]["dots_saveable"]
+    assert cp.square_share(long, LONG.seq) > cp.square_share(short, SHORT.seq)
+    assert cp.square_share(long, LONG.seq) > 0.5
+    # It keeps every product the other two keep and the attention's as well, so it spares more
+    # of the recomputation than either (how much, XLA's count says: it differs by release), and
+    # gives memory back for it.
+    dots = cp.trade(runs["long"], "dots_saveable").spared
+    assert dots > max(cp.trade(runs["long"], label).spared for label in (NAMES, DOTS_NB))
+    assert (
+        cp.trade(runs["long"], "dots_saveable").extra_bytes
+        > cp.trade(runs["long"], NAMES).extra_bytes
+    )
+
+
+def test_naming_the_probabilities_keeps_them_and_spares_no_product():
+    params, x = cp.init(SHORT)
+    one = jax.tree.map(lambda w: w[0], params)
+    with_probs = jax.checkpoint_policies.save_only_these_names("qkv", "mlp_pre", "attn_probs")
+    layer = cp.layer_fn(SHORT, with_probs, "einsum")
+    kept = saved_residuals(layer, x, one).excluding_arguments()
+    probs = [r for r in kept if r.name == "attn_probs"]
+    assert probs
+    assert probs[0].shape[-2:] == (SHORT.seq, SHORT.seq)
+    assert cp.recomputed_products(SHORT, with_probs, "einsum") == cp.recomputed_products(
+        SHORT, cp.CANDIDATES[NAMES], "einsum"
+    )
+
+
+def test_a_share_spared_is_never_shown_above_all():
+    assert cp.spared_text(cp.Trade(0, 1.06)) == "all"
+    assert cp.spared_text(cp.Trade(0, 0.999)) == "all"
+    assert cp.spared_text(cp.Trade(0, 0.94)) == "94%"
+
+
+def test_the_time_verdict_claims_an_order_only_without_overlap():
+    def m(label, lo, hi):
+        return cp.Measured(label, 1, None, (), Timing((lo + hi) / 2, lo, hi, 7))
+
+    base = m("nothing_saveable", 1.0, 2.0)
+    noisy = {"nothing_saveable": base, "x": m("x", 1.5, 3.0)}
+    assert "cannot tell" in cp.time_verdict(noisy)
+    clear = {"nothing_saveable": base, "x": m("x", 0.1, 0.5), "y": m("y", 1.1, 1.9)}
+    verdict = cp.time_verdict(clear)
+    assert "faster than nothing_saveable in every call: x" in verdict
+    assert "overlap it: y" in verdict
+
+
+def test_tables_have_a_row_per_candidate(runs):
+    table = cp.table(runs["short"])
+    assert [row[0] for row in table.rows] == [f"`{label}`" for label in cp.CANDIDATES]
+    trades = cp.trade_table(runs, [NAMES, DOTS_NB])
+    assert len(trades.rows) == 4
+
+
+# --- the fused kernel -----------------------------------------------------------------------------
+
+
+def test_fused_kernel_gradient_is_the_same_under_every_policy():
+    args = cp.flash_inputs()
+    reference = jax.grad(
+        lambda q, k, v: jnp.sum(jax.nn.dot_product_attention(q, k, v).astype(jnp.float32)),
+        argnums=(0, 1, 2),
+    )(*args)
+    plain = jax.grad(cp.flash_loss(cp.NO_REMAT), argnums=(0, 1, 2))(*args)
+    for ref, got in zip(reference, plain, strict=True):
+        assert _relative_error(got, ref) < 0.05
+    for _label, (policy, name_output) in cp.FLASH_CASES.items():
+        grads = jax.grad(cp.flash_loss(policy, name_output), argnums=(0, 1, 2))(*args)
+        for a, b in zip(grads, plain, strict=True):
+            np.testing.assert_array_equal(np.asarray(a, np.float32), np.asarray(b, np.float32))
+
+
+def _primitives_a_policy_sees() -> set[str]:
+    seen: set[str] = set()
+
+    def record(prim, *_, **__):
+        seen.add(prim.name)
+        return False
+
+    jax.grad(cp.flash_loss(record), argnums=(0, 1, 2))(*cp.flash_inputs())
+    return seen
+
+
+def test_policies_cannot_see_inside_the_kernel_but_can_keep_its_outputs():
+    # Whether this release shows a policy the fused kernel as one custom_vjp equation.
+    seen = _primitives_a_policy_sees()
+    one_equation = cp.CUSTOM_VJP_PRIMITIVE in seen
+    if one_equation:
+        assert seen == {cp.CUSTOM_VJP_PRIMITIVE}  # one equation: nothing inside it is visible
+    else:
+        assert "pallas_call" in seen, seen
+    args = cp.flash_inputs()
+    kept, runs = {}, {}
+    for label, (policy, name_output) in cp.FLASH_CASES.items():
+        loss = cp.flash_loss(policy, name_output)
+        kept[label] = saved_residuals(loss, *args).excluding_arguments()
+        runs[label] = cp.kernel_runs(loss, *args).count("mha_forward")
+    b, s, h, _ = cp.FLASH_SHAPE
+    shapes = sorted(r.shape for r in kept[cp.NO_REMAT])
+    assert shapes == sorted([cp.FLASH_SHAPE, (b, h, s)])  # the output and the log-sum-exp
+    for label in ("nothing_saveable", "dots_saveable", 'save_only_these_names("attn_out")'):
+        assert len(kept[label]) == 0, label
+        assert runs[label] == 2, label
+    if one_equation:
+        assert sorted(r.shape for r in kept["save_custom_vjp_outputs"]) == shapes
+        assert runs[cp.NO_REMAT] == runs["save_custom_vjp_outputs"] == 1
+    else:
+        # Releases before 0.6 show a policy the kernel's forward pass (its `pallas_call`), not
+        # one custom_vjp equation: matching `custom_vjp_call` keeps nothing, and the kernel runs
+        # again, as under nothing_saveable.
+        assert len(kept["save_custom_vjp_outputs"]) == 0
+        assert runs[cp.NO_REMAT] == 1
+        assert runs["save_custom_vjp_outputs"] == 2
+    table = cp.flash_table()
+    assert table.column("forward kernel runs") == [str(runs[label]) for label in cp.FLASH_CASES]
+
+
+# --- host offload ---------------------------------------------------------------------------------
+
+
+def test_the_offloading_policy_asks_for_host_memory_and_the_backend_decides():
+    check = cp.offload_check(SHORT)
+    # JAX keeps the two named values, typed for host memory, and traces their transfers.
+    assert len(check.kept) == len(cp.KEEP_NAMES)
+    if hasattr(jax.core.ShapedArray((1,), jnp.float32), "memory_space"):
+        assert all("host" in r.type_str for r in check.kept), [r.type_str for r in check.kept]
+        assert check.to_host_bytes > 0
+    else:
+        # Releases whose array types carry no memory space (before 0.6) name the destination
+        # in the transfer itself: one device_put to pinned host memory per kept name.
+        params, x = cp.init(SHORT)
+        step = jax.value_and_grad(cp.make_loss(SHORT, cp.offload_policy()))
+        text = str(jax.make_jaxpr(step)(params, x))
+        assert text.count("TransferToMemoryKind(memory_kind='pinned_host')") == len(cp.KEEP_NAMES)
+    # A GPU is given placement annotations (lowered for it from any machine) ...
+    assert check.placements["cuda"] > 0
+    # ... and where this backend's program carries none, nothing moves: no host buffer, and the
+    # device memory of keeping the same names on the device.
+    if check.placements[jax.default_backend()] == 0:
+        assert check.host_buffers == 0
+        assert check.stats.temp_bytes == check.on_device.temp_bytes
+        assert not check.stats.host_temp_bytes

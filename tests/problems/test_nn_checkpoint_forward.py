@@ -1,0 +1,96 @@
+"""examples.problems.nn_checkpoint_forward: its reference against NumPy float64 (in one test
+with nnx_remat_policy's), and every claim its page makes."""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import errors as flax_errors
+from problems._helpers import _close
+
+from examples.problems import nn_checkpoint_forward as p2
+from examples.problems import nnx_remat_policy as p3
+
+# --- the reference against NumPy ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("module", "fn"), [(p2, p2.nn_checkpoint_forward), (p3, p3.nnx_remat_policy)]
+)
+def test_flax_references_match_numpy(module, fn):
+    for case in module.make_cases(np.random.default_rng(5)):
+        seed, x, features = case.args
+        out = fn(seed, x, features)
+        assert out.shape == (int(features),)
+        assert out.dtype == jnp.float32
+        _close(out, case.expected)
+        ct = jnp.asarray(case.cotangent, jnp.float32)
+        grad = jax.grad(lambda x, seed=seed, f=features, ct=ct: jnp.sum(fn(seed, x, f) * ct))(x)
+        _close(grad, case.expected_grads[0])
+
+
+def test_linen_checkpoint_does_not_change_initial_parameters():
+    x = jnp.ones(5)
+    plain = p2.MLP(features=3).init(jax.random.PRNGKey(7), x)
+    lifted = nn.checkpoint(p2.MLP)(features=3).init(jax.random.PRNGKey(7), x)
+    jax.tree.map(np.testing.assert_array_equal, plain, lifted)
+
+
+# --- the page -------------------------------------------------------------------------------------
+
+
+def _linen_costs(*extra):
+    x = p2.page_input(batch=64, features=32)
+    models = {
+        "none": p2.Stack(features=32, blocks=4),
+        "whole": nn.checkpoint(p2.Stack)(features=32, blocks=4),
+        "block": p2.Stack(features=32, blocks=4, block=nn.checkpoint(p2.Block)),
+    }
+    for name in extra:
+        models[name] = p2.Stack(features=32, blocks=4, block=nn.checkpoint(nn.checkpoint(p2.Block)))
+    return p2.gradient_costs(models, x)
+
+
+def test_linen_one_block_saves_memory_and_the_whole_model_only_adds_work():
+    costs = _linen_costs("twice")
+    none, whole, block = costs["none"], costs["whole"], costs["block"]
+    assert whole.temp_bytes >= none.temp_bytes  # saves nothing
+    assert whole.flops > none.flops  # adds work
+    assert block.temp_bytes < none.temp_bytes
+    assert block.flops > none.flops
+    assert block.temp_bytes < whole.temp_bytes
+    # Lifting twice compiles to the same figures as lifting once (the page says "the same").
+    assert (costs["twice"].temp_bytes, costs["twice"].flops) == (block.temp_bytes, block.flops)
+
+
+def test_linen_stack_computes_blocks_one_after_another_with_their_own_parameters():
+    x = p2.page_input(batch=3, features=4)
+    stack = p2.Stack(features=4, blocks=3)
+    variables = stack.init(jax.random.key(0), x)
+    kernels = variables["params"]["ScanBlock_0"]["MLP_0"]["Dense_0"]["kernel"]
+    assert kernels.shape == (3, 4, 4)
+    h = x
+    for i in range(3):
+        layer = jax.tree.map(lambda a, i=i: a[i], variables["params"]["ScanBlock_0"])
+        h = p2.MLP(features=4).apply({"params": layer["MLP_0"]}, h)
+    _close(stack.apply(variables, x), np.asarray(h, np.float64))
+    # The lifted model (its scanned block has another name) with the same parameters: the same
+    # gradient.
+    lifted = p2.Stack(features=4, blocks=3, block=nn.checkpoint(p2.Block))
+    (name,) = lifted.init(jax.random.key(0), x)["params"]
+    same = {"params": {name: variables["params"]["ScanBlock_0"]}}
+    plain_grad = jax.grad(p2.mean_square_loss(stack))(variables, x)["params"]["ScanBlock_0"]
+    lifted_grad = jax.grad(p2.mean_square_loss(lifted))(same, x)["params"][name]
+    for a, b in zip(jax.tree.leaves(plain_grad), jax.tree.leaves(lifted_grad), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_lifting_an_instance_raises_flax_transform_target_error():
+    with pytest.raises(
+        flax_errors.TransformTargetError,
+        match="Linen transformations must be applied to Modules classes",
+    ):
+        nn.checkpoint(p2.MLP(features=4))

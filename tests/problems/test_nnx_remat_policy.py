@@ -1,0 +1,105 @@
+"""examples.problems.nnx_remat_policy: its NumPy float64 forward, and every claim its page makes
+(its reference against NumPy is tested with nn_checkpoint_forward's, in
+test_nn_checkpoint_forward.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from flax import nnx
+from problems._helpers import DOTS, NOTHING, _close, _computed
+
+from examples.problems import nnx_remat_policy as p3
+from examples.tools import compat
+
+# --- the reference against NumPy ------------------------------------------------------------------
+
+
+def test_nnx_numpy_forward_is_independent_of_the_module():
+    params = p3.reference_params(3.0, 4.0)
+    x = np.linspace(-1, 1, 4)
+    y, _, _ = p3.reference_f64(params, x, np.ones(4))
+    manual = np.maximum(
+        np.maximum(x @ params["k1"] + params["b1"], 0) @ params["k2"] + params["b2"], 0
+    )
+    np.testing.assert_array_equal(y, manual)
+    assert params["k1"].shape == (4, 4)
+
+
+# --- the page -------------------------------------------------------------------------------------
+
+
+def test_nnx_one_block_listing_keeps_masks_without_remat_and_products_with_the_policy():
+    graphdef, state = nnx.split(p3.MLP(8, rngs=nnx.Rngs(0)))
+    x = p3.page_input(batch=1, features=8)[0]
+    plain = _computed(p3.loss_of(graphdef, p3.forward), state, x)
+    assert ("gt", "bool[8]") in plain
+    assert ("broadcast_in_dim", "f32[8]") in plain  # the zeros ReLU's derivative selects from
+    kept = _computed(p3.loss_of(graphdef, nnx.remat(p3.forward, policy=DOTS)), state, x)
+    # The two products, and the loss's own 2y (outside the remat).
+    assert kept == [("dot_general", "f32[8]")] * 2 + [("mul", "f32[8]")]
+    assert ("mul", "f32[8]") in plain
+
+
+def test_nnx_remat_per_block_beats_the_whole_model_for_each_policy():
+    graphdef, state = nnx.split(p3.make_blocks(blocks=4, features=32))
+    x = p3.page_input(batch=64, features=32)
+
+    def model(blocks, x):
+        return p3.apply_blocks(p3.forward, blocks, x)
+
+    def each_block(policy):
+        step = nnx.remat(p3.forward, policy=policy)
+        return lambda blocks, x: p3.apply_blocks(step, blocks, x)
+
+    costs = p3.gradient_costs(
+        graphdef,
+        state,
+        x,
+        {
+            "none": model,
+            "whole dots": nnx.remat(model, policy=DOTS),
+            "whole nothing": nnx.remat(model, policy=NOTHING),
+            "block dots": each_block(DOTS),
+            "block nothing": each_block(NOTHING),
+        },
+    )
+    none = costs["none"]
+    for whole in ("whole dots", "whole nothing"):
+        assert costs[whole].temp_bytes >= none.temp_bytes  # never helps
+    assert costs["whole nothing"].flops > none.flops
+    assert costs["block dots"].temp_bytes < costs["whole dots"].temp_bytes
+    assert costs["block nothing"].temp_bytes < costs["whole nothing"].temp_bytes
+    assert costs["block nothing"].temp_bytes < none.temp_bytes
+    assert costs["block nothing"].flops > none.flops
+    assert costs["block dots"].temp_bytes > none.temp_bytes  # ReLU: the products cost more
+
+
+def _stacked(state, layer: str, name: str, i: int) -> np.ndarray:
+    """Block ``i`` of a stacked parameter of an NNX state, in float64.
+
+    Read the same way on every Flax release (:func:`examples.tools.compat.variable_value`).
+    """
+    return np.asarray(compat.variable_value(state[layer][name])[i], np.float64)
+
+
+def test_nnx_blocks_are_applied_in_order_with_their_own_parameters():
+    blocks = p3.make_blocks(blocks=3, features=4)
+    x = p3.page_input(batch=2, features=4)
+    state = nnx.state(blocks)
+    h = np.asarray(x, np.float64)
+    for i in range(3):
+        k1, b1 = (_stacked(state, "linear1", n, i) for n in ("kernel", "bias"))
+        k2, b2 = (_stacked(state, "linear2", n, i) for n in ("kernel", "bias"))
+        h = np.maximum(np.maximum(h @ k1 + b1, 0) @ k2 + b2, 0)
+    _close(p3.apply_blocks(p3.forward, blocks, x), h)
+    step = nnx.remat(p3.forward, policy=DOTS)
+    _close(p3.apply_blocks(step, blocks, x), h)
+
+
+def test_nnx_policy_passed_positionally_raises_a_type_error():
+    with pytest.raises(TypeError, match="as an abstract array"):
+
+        @nnx.remat(DOTS)
+        def forward_wrong(block, x):
+            return block(x)

@@ -1,0 +1,127 @@
+"""examples.problems.nnx_scan_remat: its reference against NumPy float64 (its hand gradient is
+checked in test_scan_remat_body.py), and every claim its page makes."""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+from problems._helpers import DOTS, NOTHING, _close
+
+from examples.problems import nnx_scan_remat as p5
+from examples.tools.compat import set_variable_value
+from examples.tools.residuals import saved_residuals
+
+# --- the reference against NumPy ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_nnx_reference_matches_numpy_value_and_gradient(seed):
+    for case in p5.make_cases(np.random.default_rng(seed)):
+        seed_, x, features, layers = case.args
+        _close(p5.nnx_scan_remat(*case.args), case.expected)
+        ct = jnp.asarray(case.cotangent, jnp.float32)
+
+        def weighted(x, args=(seed_, features, layers), ct=ct):
+            return jnp.sum(p5.nnx_scan_remat(args[0], x, *args[1:]) * ct)
+
+        grad = jax.grad(weighted)(x)
+        _close(grad, case.expected_grads[0])
+
+
+def test_nnx_numpy_forward_is_the_modules_and_uses_stacked_parameters():
+    params = p5.reference_params(3, 4, 3)
+    assert params["k1"].shape == (3, 4, 16)
+    assert params["k2"].shape == (3, 16, 4)
+    assert not np.allclose(params["k1"][0], params["k1"][1])  # each block its own parameters
+    x = np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 4)
+    h = jnp.asarray(x)
+    block = p5.Block(4, rngs=nnx.Rngs(0))
+    for i in range(3):  # one block at a time, its parameters set from the stacked ones
+        set_variable_value(block.linear1.kernel, jnp.asarray(params["k1"][i], jnp.float32))
+        set_variable_value(block.linear1.bias, jnp.asarray(params["b1"][i], jnp.float32))
+        set_variable_value(block.linear2.kernel, jnp.asarray(params["k2"][i], jnp.float32))
+        set_variable_value(block.linear2.bias, jnp.asarray(params["b2"][i], jnp.float32))
+        h = block(h)
+    _close(h, p5.reference_f64(params, x, np.ones((2, 4)))[0])
+
+
+# --- the page -------------------------------------------------------------------------------------
+
+
+_over_blocks = functools.partial(nnx.scan, in_axes=(nnx.Carry, 0), out_axes=nnx.Carry)
+
+
+def _nnx_step(x, block):
+    return block(x)
+
+
+def test_nnx_blocks_are_stacked_by_vmap():
+    blocks = p5.make_blocks(seed=0, features=8, layers=4)
+    assert blocks.linear1.kernel.shape == (4, 8, 32)
+    assert blocks.linear2.kernel.shape == (4, 32, 8)
+
+
+def test_nnx_listing_keeps_gelu_values_without_remat_and_product_and_carry_with():
+    graphdef, state = nnx.split(p5.make_blocks(seed=0, features=4, layers=3))
+    x = p5.page_input(batch=2, features=4)
+
+    def stacked(apply):
+        listing = saved_residuals(p5.loss_of(graphdef, apply), state, x)
+        return sorted(r.type_str for r in listing if r.primitive == "scan")
+
+    plain = stacked(_over_blocks(_nnx_step))
+    assert plain.count("f32[3,2,16]") > 2
+    assert stacked(_over_blocks(nnx.remat(_nnx_step, policy=DOTS))) == ["f32[3,2,16]", "f32[3,2,4]"]
+
+    # Under remat the GELU's input (product + bias) is recomputed, so linear1's bias is read on
+    # the backward pass; without remat it is not (the page says so).
+    def arguments(apply):
+        listing = saved_residuals(p5.loss_of(graphdef, apply), state, x)
+        return {r.detail for r in listing if r.kind == "argument"}
+
+    bias = [a for a in arguments(_over_blocks(nnx.remat(_nnx_step, policy=DOTS))) if "bias" in a]
+    assert len(bias) == 1
+    assert "linear1" in bias[0]
+    assert not any("bias" in a for a in arguments(_over_blocks(_nnx_step)))
+
+
+def test_nnx_remat_on_the_step_pays_and_around_the_scan_does_not():
+    graphdef, state = nnx.split(p5.make_blocks(seed=0, features=32, layers=4))
+    x = p5.page_input(batch=64, features=32)
+    costs = p5.gradient_costs(
+        graphdef,
+        state,
+        x,
+        {
+            "none": _over_blocks(_nnx_step),
+            "step dots": _over_blocks(nnx.remat(_nnx_step, policy=DOTS)),
+            "step nothing": _over_blocks(nnx.remat(_nnx_step, policy=NOTHING)),
+            "around dots": nnx.remat(_over_blocks(_nnx_step), policy=DOTS),
+            "around nothing": nnx.remat(_over_blocks(_nnx_step), policy=NOTHING),
+        },
+    )
+    none = costs["none"]
+    assert costs["step dots"].temp_bytes < 0.5 * none.temp_bytes  # most of the memory back
+    assert costs["step dots"].flops < 1.05 * none.flops  # next to no recomputation
+    assert costs["step nothing"].temp_bytes < costs["step dots"].temp_bytes  # further...
+    assert costs["step nothing"].flops > 1.05 * costs["step dots"].flops  # ...at a price
+    for around in ("around dots", "around nothing"):
+        assert costs[around].temp_bytes >= 0.95 * none.temp_bytes  # neither helps
+        assert costs[around].flops >= none.flops
+
+
+def test_blocks_from_split_rngs_have_the_shapes_but_not_the_parameters():
+    @nnx.split_rngs(splits=4)
+    @nnx.vmap(in_axes=(0,), out_axes=0)
+    def blocks_from_rngs(rngs):
+        return p5.Block(8, rngs=rngs)
+
+    other = blocks_from_rngs(nnx.Rngs(0))
+    ours = p5.make_blocks(seed=0, features=8, layers=4)
+    assert other.linear1.kernel.shape == ours.linear1.kernel.shape
+    assert np.max(np.abs(other.linear1.kernel[...] - ours.linear1.kernel[...])) > 0.01

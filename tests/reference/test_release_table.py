@@ -1,0 +1,92 @@
+"""examples.reference.release_table: runs and changes across releases, the page's tables, and the
+facts table's links to headings that exist."""
+
+from __future__ import annotations
+
+import copy
+import re
+
+from builtsite import ROOT
+
+from examples.reference import release_table, releases
+
+# --- rendering ------------------------------------------------------------------------------------
+
+
+def _series(record, values):
+    out = []
+    for version, (key, value) in values:
+        data = copy.deepcopy(record)
+        data["runinfo"]["jax"] = version
+        data["facts"][key] = value
+        out.append(data)
+    return out
+
+
+def test_runs_and_changes_name_the_releases_around_a_change(record):
+    series = _series(
+        record,
+        [
+            ("0.6.2", ("remat_is_checkpoint", True)),
+            ("0.7.2", ("remat_is_checkpoint", True)),
+            ("0.8.3", ("remat_is_checkpoint", False)),
+        ],
+    )
+    runs = release_table.runs(series, "remat_is_checkpoint")
+    assert [(r.releases, r.value) for r in runs] == [("0.6.2–0.7.2", True), ("0.8.3", False)]
+    (change,) = [c for c in release_table.changes(series) if c.fact == "remat_is_checkpoint"]
+    assert (change.before, change.after, change.what) == ("0.7.2", "0.8.3", "yes → no")
+
+
+def test_a_list_change_names_what_was_added_and_removed(record):
+    series = _series(
+        record, [("0.6.2", ("policy_names", ["a", "b"])), ("0.7.2", ("policy_names", ["b", "c"]))]
+    )
+    (change,) = [c for c in release_table.changes(series) if c.fact == "policy_names"]
+    assert change.what == "added `c`; removed `a`"
+
+
+def test_tables_cover_every_fact_and_release(record):
+    series = _series(record, [("0.6.2", ("remat3", None)), ("0.7.2", ("remat3", "hi"))])
+    table = release_table.facts_table(series)
+    assert len(table.rows) == len(release_table.FACTS) == len(releases.FACT_KEYS)
+    assert {f.key for f in release_table.FACTS} == set(releases.FACT_KEYS)
+    row = table.rows[[f.key for f in release_table.FACTS].index("remat3")]
+    assert "no such flag (0.6.2)" in row[1]
+    assert "after 0.6.2, by 0.7.2" in row[2]
+    assert release_table.releases_table(series).column("jax") == ["`0.6.2`", "`0.7.2`"]
+    assert release_table.releases_with(series, "remat3", "hi") == "0.7.2"
+    assert release_table.releases_with(series, "remat3", "lo") == "no release of the matrix"
+    assert release_table.total_seconds(series) == 20.0
+    assert release_table.releases_table(series).column("in all") == ["10 s", "10 s"]
+
+
+def test_machine_text_names_the_cpus_and_the_load_range(record):
+    series = _series(record, [("0.6.2", ("remat3", None)), ("0.7.2", ("remat3", None))])
+    series[1]["machine"] = {**series[1]["machine"], "load_15min": 4.0}
+    assert release_table.machine_text(series) == (
+        "2 CPUs (some CPU), 15-minute load average 1.5 to 4.0 as each release finished"
+    )
+    series[1]["machine"]["load_15min"] = None
+    assert release_table.machine_text(series) == "2 CPUs (some CPU)"
+
+
+# --- the links of the facts table -----------------------------------------------------------------
+
+
+def _slug(title: str) -> str:
+    """MyST's heading anchor (``myst_heading_anchors``) of a heading's text, backticks dropped."""
+    return re.sub(r"[^\w\- ]", "", title.replace("`", "").strip().lower().replace(" ", "-"))
+
+
+def test_every_fact_links_to_a_heading_that_exists():
+    """Each link of the facts table names a page of the site and one of its headings."""
+    here = ROOT / "docs" / "reference"
+    for fact in release_table.FACTS:
+        assert fact.pages, fact.key
+        for title, link in fact.pages:
+            page, _, anchor = link.partition("#")
+            text = (here / page).read_text(encoding="utf-8")
+            headings = re.findall(r"^#{1,3} (.+)$", text, re.MULTILINE)
+            assert anchor in {_slug(h) for h in headings}, (fact.key, title, link)
+            assert f"[{title}]({link})" in fact.cell()

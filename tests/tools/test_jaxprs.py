@@ -1,0 +1,60 @@
+"""examples.tools.jaxprs: the walker, and the checkpoint found under both remat implementations."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from examples.tools import jaxprs
+
+P = jax.checkpoint_policies
+DOTS = P.dots_with_no_batch_dims_saveable
+
+
+def _two_products(w, x):
+    return jnp.sum(jnp.sin(w @ jnp.sin(w @ x)))
+
+
+def _args():
+    return jnp.ones((4, 4)), jnp.ones(4)
+
+
+def test_walk_counts_nested_equations():
+    closed = jax.make_jaxpr(jax.jit(lambda w, x: jax.checkpoint(_two_products)(w, x)))(*_args())
+    counts = jaxprs.primitive_counts(closed)
+    assert counts["dot_general"] == 2
+    assert counts["sin"] == 2
+    depths = {eqn.primitive.name: d for eqn, d in jaxprs.walk(closed)}
+    assert depths["dot_general"] == 2  # inside the jit, inside the checkpoint
+
+
+def test_remat_site_carries_the_policy_under_either_implementation(remat3):
+    sites = jaxprs.traced_remat_sites(jax.checkpoint(_two_products, policy=DOTS), *_args())
+    assert len(sites) == 1
+    (site,) = sites
+    assert site.policy == DOTS
+    assert site.products == 2
+    assert site.depth == 0
+    assert site.primitive == jaxprs.remat_primitive_name()
+    assert site.primitive == ("call_hi_primitive" if remat3 else "remat2")
+
+
+def test_nested_checkpoints_and_no_policy(remat3):
+    inner = jax.checkpoint(lambda w, x: jnp.sin(w @ x))
+    outer = jax.checkpoint(lambda w, x: jnp.sum(inner(w, inner(w, x))))
+    sites = jaxprs.traced_remat_sites(outer, *_args())
+    assert [s.depth for s in sites] == [0, 1, 1]
+    assert all(s.policy is None for s in sites)
+    assert jaxprs.traced_remat_sites(_two_products, *_args()) == []
+
+
+@pytest.mark.skipif(not jaxprs.remat3_available(), reason="this JAX has no jax_remat3 flag")
+def test_remat3_context_restores_the_flag():
+    before = jaxprs.remat3_enabled()
+    with jaxprs.remat3(not before):
+        assert jaxprs.remat3_enabled() is (not before)
+    assert jaxprs.remat3_enabled() is before
+    with pytest.raises(KeyError), jaxprs.remat3(True):
+        raise KeyError("inside")
+    assert jaxprs.remat3_enabled() is before

@@ -1,0 +1,103 @@
+"""The tutorial's practical patterns: placements compiled, a nested scan, dropout recomputed."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from examples.tools.models import scan_loss
+from examples.tutorial import compiled as J
+from examples.tutorial import patterns as S
+from examples.tutorial import traced as T
+
+cpu_only = pytest.mark.skipif(
+    jax.default_backend() != "cpu",
+    reason="the page's XLA figures are measured on CPU; other backends compile differently",
+)
+
+
+def _mlp_np(params, x, masks=None, rate=0.5):
+    Ws, bs = (np.asarray(p, np.float64) for p in params)
+    h = np.asarray(x, np.float64)
+    for i, (W, b) in enumerate(zip(Ws, bs, strict=True)):
+        h = np.maximum(h @ W + b, 0.0)
+        if masks is not None:
+            h = np.where(masks[i], h / (1.0 - rate), 0.0)
+    return np.mean(h**2)
+
+
+def _numeric_grad_W(loss_np, params, x, layer=0, entries=((0, 0), (1, 2), (3, 1))):
+    """Central differences in float64 for a few entries of one layer's W."""
+    Ws, bs = (np.asarray(p, np.float64) for p in params)
+    out = []
+    for i, j in entries:
+        step = np.zeros_like(Ws)
+        step[layer, i, j] = 1e-6
+        out.append((loss_np((Ws + step, bs), x) - loss_np((Ws - step, bs), x)) / 2e-6)
+    return np.array(out)
+
+
+@pytest.mark.parametrize("group", [1, 2, 4])
+def test_nested_scan_matches_the_flat_scan_and_numpy(group):
+    params, x = J.mlp_inputs(depth=4, batch=8, width=8)
+    nested = S.nested_scan_loss(J.dense_relu, group)
+    np.testing.assert_allclose(nested(params, x), _mlp_np(params, x), rtol=1e-5)
+    got = jax.grad(nested)(params, x)
+    flat = jax.grad(scan_loss(J.dense_relu))(params, x)
+    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(flat), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+    entries = ((0, 0), (1, 2), (3, 1))
+    want = _numeric_grad_W(_mlp_np, params, x, entries=entries)
+    np.testing.assert_allclose([got[0][0, i, j] for i, j in entries], want, rtol=1e-3, atol=1e-6)
+
+
+def test_nested_scan_refuses_a_ragged_group():
+    params, x = J.mlp_inputs(depth=6, batch=2, width=4)
+    with pytest.raises(ValueError, match="not a multiple"):
+        S.nested_scan_loss(J.dense_relu, 4)(params, x)
+
+
+@cpu_only
+def test_nested_scan_needs_less_memory_than_the_flat_checkpointed_scan():
+    rows = S.nested_rows(depth=16, batch=1024, width=64, groups=(4,))
+    by = {r.name: r for r in rows}
+    plain, flat = by["flat scan, plain body"], by["flat scan, jax.checkpoint(body)"]
+    nested = by["nested scan, groups of 4"]
+    assert flat.temp_bytes < plain.temp_bytes
+    assert nested.temp_bytes < flat.temp_bytes
+    facts = S.nested_facts(rows, 16)
+    assert facts["nested_group"] == 4
+    assert facts["nested_lower"] is True
+    assert facts["nested_relation"].endswith("less temporary memory than")
+    assert S.nested_table(rows).column("gradient of") == [r.name for r in rows]
+
+
+def test_dropout_under_checkpoint_draws_the_same_mask():
+    grads = S.dropout_gradients(depth=3, batch=8, width=8)
+    for a, b in zip(
+        jax.tree.leaves(grads["plain"]), jax.tree.leaves(grads["checkpointed"]), strict=True
+    ):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-8)
+    # Against float64 NumPy with the masks drawn from the same keys.
+    params, x = J.mlp_inputs(3, 8, 8)
+    keys = jax.random.split(jax.random.key(1), 3)
+    masks = [np.asarray(jax.random.bernoulli(k, 0.5, (8, 8))) for k in keys]
+    assert not all(m.all() for m in masks)  # the masks do drop something
+    loss_np = lambda p, x_: _mlp_np(p, x_, masks)
+    want = _numeric_grad_W(loss_np, params, x, layer=2)
+    got = grads["checkpointed"][0]
+    got_entries = [got[2, i, j] for i, j in ((0, 0), (1, 2), (3, 1))]
+    np.testing.assert_allclose(got_entries, want, rtol=1e-3, atol=1e-6)
+
+
+@cpu_only
+def test_placement_temp_bytes_cover_every_placement():
+    v = jnp.linspace(0.1, 1.0, 1024)
+    temps = S.placement_temp_bytes(v)
+    assert list(temps) == list(T.composition_variants())
+    assert all(isinstance(b, int) and b >= 0 for b in temps.values())
+    text = S.placement_temp_text(temps)
+    assert text.count("; ") == len(temps) - 1
+    assert text.startswith("no checkpoint: ")
