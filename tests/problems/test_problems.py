@@ -422,3 +422,32 @@ def test_placement_with_names(under_remat3):
     )
     # The checkpoint is there around the products: its policy can still be judged.
     assert len(otherwise.placed) == 1
+
+
+@pytest.mark.parametrize("under_remat3", REMAT_MODES)
+def test_a_name_is_compared_by_the_primitive_that_computed_its_value(under_remat3):
+    from examples.problems._kept import named_difference, named_values
+
+    w, x = jnp.ones((3, 4)), jnp.ones((2, 3))
+
+    def on_product(w, x):
+        return jnp.sum(jnp.tanh(checkpoint_name(x @ w, "h")))
+
+    def on_tanh(w, x):
+        return jnp.sum(checkpoint_name(jnp.tanh(x @ w), "h"))
+
+    def on_input(w, x):
+        return jnp.sum(checkpoint_name(x, "h") @ w)
+
+    with _mode(under_remat3):
+        product = named_values(jax.jit(jax.checkpoint(on_product)), w, x)
+        tanh = named_values(jax.checkpoint(on_tanh), w, x)
+        argument = named_values(on_input, w, x)
+    assert product == {("h", "dot_general"): 1}
+    assert tanh == {("h", "tanh"): 1}
+    assert argument == {("h", "an input"): 1}
+    assert named_difference(product, product) is None
+    assert named_difference(tanh, product) == (
+        "your `h` names the output of tanh, where the reference names the output of dot_general"
+    )
+    assert named_difference({("other", "tanh"): 1}, product) is None  # not the same name

@@ -26,6 +26,7 @@ solution that changes JAX's configuration cannot change the yardstick.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import inspect
@@ -41,6 +42,8 @@ from jax.ad_checkpoint import checkpoint_name
 from examples.problems._kept import (
     describe_computed,
     describe_keys,
+    named_difference,
+    named_values,
     residual_difference,
     residual_listing,
     residual_signature,
@@ -221,6 +224,10 @@ class Prepared:
     reference_residuals: Residuals
     #: what the required policy keeps on the probe function (``None`` for JAX's default)
     policy_behaviour: tuple[Any, ...] | None
+    #: each ``checkpoint_name`` of the reference, with what computed the value it names
+    reference_names: collections.Counter[tuple[str, str]] = dataclasses.field(
+        default_factory=collections.Counter
+    )
 
 
 def prepare(problem: Problem, seed: int) -> Prepared:
@@ -232,6 +239,7 @@ def prepare(problem: Problem, seed: int) -> Prepared:
         cases=cases,
         reference_residuals=residual_listing(ref_g, *ref_arrays),
         policy_behaviour=None if required is None else policy_behaviour(required, problem.names),
+        reference_names=named_values(ref_g, *ref_arrays),
     )
 
 
@@ -366,6 +374,12 @@ def standard_checks(problem: Problem, fn: Callable[..., Any], prepared: Prepared
         mine = residual_listing(g, *arrays)
         theirs = prepared.reference_residuals
         extra, missing = residual_difference(mine, theirs)
+        renamed = named_difference(named_values(g, *arrays), prepared.reference_names)
+        if not extra and not missing and renamed is not None:
+            return False, (
+                f"keeps {describe_computed(mine)}, as the reference does by name, shape and dtype, "
+                f"but {renamed}: another value, kept under the same name ({first.label})"
+            )
         if not extra and not missing:
             return True, (
                 f"keeps {describe_computed(mine)}: the same values, by primitive, shape and "

@@ -3,7 +3,10 @@
 A kept value is described by its kind (argument or computed), its type (shape and dtype) and,
 for a computed one, the primitive that computed it or its ``checkpoint_name`` name
 (:func:`residual_key`). The check compares two listings as multisets of those
-(:func:`residual_difference`), and says what one keeps that the other does not.
+(:func:`residual_difference`), and says what one keeps that the other does not. A listing shows
+a named value by its name only, so the names are compared once more by the primitive that
+computed the value they carry (:func:`named_values`): naming ``tanh(x @ w)`` where the reference
+names ``x @ w`` keeps an array of the same shape under the same name, and another value.
 """
 
 from __future__ import annotations
@@ -12,7 +15,9 @@ import collections
 from collections.abc import Callable
 from typing import Any
 
-from examples.tools.jaxprs import jit_inlined
+import jax
+
+from examples.tools.jaxprs import checkpoint_name_of, equation_jaxprs, jit_inlined, open_jaxpr
 from examples.tools.residuals import Residuals, saved_residuals
 
 # --- residuals ------------------------------------------------------------------------------------
@@ -77,6 +82,43 @@ def _shapes(listing: Residuals) -> collections.Counter[tuple[str, str, str | Non
         )
         for r in listing
     )
+
+
+def named_values(fn: Callable[..., Any], *arrays: Any) -> collections.Counter[tuple[str, str]]:
+    """``(name, what computed the named value)`` for every ``checkpoint_name`` in the traced
+    program of ``fn`` (``jit`` inlined, nested jaxprs included; either remat implementation): the
+    producing equation's primitive, or ``"an input"`` where the value enters its jaxpr."""
+    found: collections.Counter[tuple[str, str]] = collections.Counter()
+
+    def visit(jaxpr: Any) -> None:
+        made_by: dict[Any, str] = {}
+        for eqn in open_jaxpr(jaxpr).eqns:
+            name = checkpoint_name_of(eqn)
+            if name is not None and eqn.invars:
+                found[(name, made_by.get(eqn.invars[0], "an input"))] += 1
+            for out in eqn.outvars:
+                made_by[out] = eqn.primitive.name
+            for sub in equation_jaxprs(eqn):
+                visit(sub)
+
+    visit(jax.make_jaxpr(jit_inlined(fn, *arrays))(*arrays))
+    return found
+
+
+def named_difference(
+    mine: collections.Counter[tuple[str, str]], theirs: collections.Counter[tuple[str, str]]
+) -> str | None:
+    """Where a name that both give carries a value computed otherwise, one sentence; else None."""
+    lines = []
+    for name in sorted({n for n, _ in theirs} & {n for n, _ in mine}):
+        ours = sorted(what for n, what in mine.elements() if n == name)
+        ref = sorted(what for n, what in theirs.elements() if n == name)
+        if ours != ref:
+            lines.append(
+                f"your `{name}` names the output of {' and '.join(ours)}, where the reference "
+                f"names the output of {' and '.join(ref)}"
+            )
+    return "; ".join(lines) or None
 
 
 def describe_keys(keys: collections.Counter[Any]) -> str:
