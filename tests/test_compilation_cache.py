@@ -157,3 +157,37 @@ def test_a_dump_needs_the_persistent_cache_off(tmp_path: Path) -> None:
     assert probe("on") == ["True", "True"]  # compiled for the first time: dumped, and cached
     assert probe("on") == ["False", "True"]  # read from the cache: no dump
     assert probe("off") == ["True", "True"]  # compiled again, and the cache is on afterwards
+
+
+DONATION_PROBE = textwrap.dedent(
+    """
+    import contextlib, json, sys
+    import jax, jax.numpy as jnp
+    from examples.tools.measure import persistent_cache_off
+
+    def step(p, x):
+        return p - 0.1 * jax.grad(lambda p: jnp.sum(jnp.tanh(x @ p)))(p)
+
+    # The process's first compilation of the step: JAX also keeps executables in memory.
+    with persistent_cache_off() if sys.argv[1] == "off" else contextlib.nullcontext():
+        lowered = jax.jit(step, donate_argnums=0).lower(jnp.ones((64, 64)), jnp.ones((8, 64)))
+        alias = lowered.compile().memory_analysis().alias_size_in_bytes
+    print(json.dumps({"alias": alias, "jax": jax.__version__}))
+    """
+)
+
+
+def test_a_donated_program_read_from_the_cache_reports_its_aliasing_from_jax_0_6(tmp_path: Path):
+    """jax 0.5's executables read back from the cache report ``alias_size_in_bytes`` 0; compiled
+    inside ``persistent_cache_off()`` they report it (examples.howto.scan_transformer.buffers)."""
+
+    def alias(mode: str, cache: Path | None) -> tuple[int, tuple[int, ...]]:
+        out = json.loads(run_probe(DONATION_PROBE, mode, cache).strip().splitlines()[-1])
+        return out["alias"], tuple(int(part) for part in out["jax"].split(".")[:2])
+
+    parameters = 64 * 64 * 4
+    assert alias("on", None)[0] == parameters  # no cache at all
+    assert alias("on", tmp_path)[0] == parameters  # compiled, and written to the cache
+    read, release = alias("on", tmp_path)  # read back from the cache
+    assert read == (0 if release < (0, 6) else parameters)
+    assert alias("off", tmp_path)[0] == parameters  # the cache there, and left alone

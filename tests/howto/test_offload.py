@@ -61,11 +61,14 @@ def test_the_cpu_backend_drops_offload_at_lowering(stages):
 def test_lowered_for_a_gpu_the_step_carries_placements():
     counts = o.placements_by_platform(SMALL)
     assert counts["cpu"] == 0
-    assert counts["cuda"] == counts["tpu"] == 2  # to pinned_host, and back to device
+    # To pinned_host, and back to device: two placements (jax 0.7.2 annotates one more copy to
+    # the host, inside the loop).
+    assert counts["cuda"] == counts["tpu"] >= 2
     grad = jax.grad(o.make_loss(SMALL, o.POLICIES[o.OFFLOAD_NAMES]))
     lines = o.placement_lines(o.lowered_for("cuda", grad, init_params(SMALL), init_inputs(SMALL)))
+    assert len(lines.splitlines()) == counts["cuda"]
     assert '"pinned_host"' in lines.splitlines()[0]
-    assert '"device"' in lines.splitlines()[1]
+    assert '"device"' in lines.splitlines()[-1]
     assert " loc(" not in lines
     dots = o.placements_by_platform(SMALL, ("cuda",), o.OFFLOAD_DOTS)
     assert dots["cuda"] > 0

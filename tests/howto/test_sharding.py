@@ -94,6 +94,10 @@ def eight(tmp_path_factory):
         "JAX_PLATFORMS": "cpu",
         "PYTHONPATH": str(ROOT / "src"),
     }
+    if jax_version() < (0, 6):
+        # jax 0.5.3 hung (ten minutes, no CPU used) running this eight-device program read back
+        # from JAX's persistent compilation cache; compiled afresh it runs in seconds.
+        env.pop("JAX_COMPILATION_CACHE_DIR", None)
     done = subprocess.run(
         [sys.executable, "-m", "examples.howto.sharding", "--out", str(out)],
         capture_output=True,

@@ -20,7 +20,14 @@ import jax.numpy as jnp
 import optax
 
 from examples.tools.display import Table, format_bytes, format_ratio
-from examples.tools.measure import MIN_REPEATS, CompiledStats, Timing, compiled_stats, time_call
+from examples.tools.measure import (
+    MIN_REPEATS,
+    CompiledStats,
+    Timing,
+    compiled_stats,
+    persistent_cache_off,
+    time_call,
+)
 from examples.tools.measure import time_interleaved as time_in_turns
 from examples.tools.models import Config, init_inputs, init_params
 from examples.tools.models import named_block as block
@@ -292,7 +299,10 @@ class Buffers:
 
 
 def buffers(setup: Setup, cfg: Config = CFG, donate: bool = False) -> Buffers:
-    m = compiled(setup, cfg, donate).memory_analysis()
+    # Compiled, not read from JAX's persistent cache: jax 0.5 reports an executable read back
+    # from the cache as aliasing nothing (tests/test_compilation_cache.py).
+    with persistent_cache_off():
+        m = compiled(setup, cfg, donate).memory_analysis()
     return Buffers(
         int(m.argument_size_in_bytes),
         int(m.output_size_in_bytes),
