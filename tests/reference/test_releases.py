@@ -7,6 +7,7 @@ import copy
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -52,6 +53,20 @@ def test_junit_summary_counts_and_reasons(tmp_path):
     assert "FAIL  b: slow" in heading["reason"]
     assert str(tmp_path) not in heading["reason"]
     assert summary["skipped"] == [{"test": summary["skipped"][0]["test"], "reason": "not here"}]
+
+
+def test_a_failure_that_stops_outside_the_repository_names_no_machine_path(tmp_path):
+    """A timeout stops in the standard library: the place is shown under ``<python>``."""
+    stdlib = Path(sys.base_prefix) / "lib" / "selectors.py"
+    report = tmp_path / "junit.xml"
+    report.write_text(
+        '<testsuites><testsuite><testcase classname="tests.test_x" name="test_slow">'
+        '<error message="failed on setup with &quot;Failed: Timeout&quot;">'
+        f"E   Failed: Timeout\n\n{stdlib}:415: Failed</error></testcase></testsuite></testsuites>"
+    )
+    (entry,) = releases.summarize_junit(report)["failed"]
+    assert sys.base_prefix not in entry["reason"]
+    assert entry["reason"].endswith("(at <python>/lib/selectors.py:415)")
 
 
 # --- records: writing, replacing, loading ---------------------------------------------------------

@@ -56,10 +56,11 @@ def summarize_junit(path: str | Path) -> dict[str, Any]:
         # A message whose first line is a heading (the checker's) names the cause further down.
         cause = next((line for line in lines[1:] if re.search(r"\bFAIL\b|Error\b", line)), None)
         reason += f": {cause.strip()[:200]}" if cause else ""
-        reason = scrub_paths(reason, roots=[Path.cwd()])
         if problem.tag != "skipped":
             where = re.findall(r"^(\S+?\.py:\d+): ", problem.text or "", re.MULTILINE)
             reason += f" (at {where[-1]})" if where else ""
+        # The place too: a timeout stops in the standard library, outside the repository.
+        reason = scrub_paths(reason, roots=[Path.cwd()])
         entry = {"test": test, "reason": reason}
         summary["skipped" if problem.tag == "skipped" else "failed"].append(entry)
     return summary
