@@ -229,7 +229,9 @@ def stacked_partition_specs(layers: int = 4, width: int = 8) -> dict[str, Any]:
     def make(rngs: nnx.Rngs) -> ShardedLayer:
         return ShardedLayer(width, rngs=rngs)
 
-    with jax.set_mesh(jax.make_mesh((1, 1), ("layers", "model"))):
+    # Explicit axes, the default from jax 0.9 on (jax 0.8 warns that its default changes).
+    explicit = (jax.sharding.AxisType.Explicit,) * 2
+    with jax.set_mesh(jax.make_mesh((1, 1), ("layers", "model"), axis_types=explicit)):
         stacked = nnx.eval_shape(lambda: make(nnx.Rngs(0)))
     specs = nnx.get_partition_spec(nnx.state(stacked))
     is_spec = lambda x: isinstance(x, jax.sharding.PartitionSpec)
