@@ -13,6 +13,7 @@ Tests of the built site read REMAT_GUIDE_HTML (default _build/html) and skip whe
 
 from __future__ import annotations
 
+import argparse
 import ast
 import html
 import importlib.util
@@ -429,14 +430,23 @@ def test_runner_helpers_report_and_compare(runner, tmp_path):
     assert table.splitlines()[-1] == "2 notebooks in 4 s: 1 ran, 1 failed"
 
 
+def test_runner_refuses_a_job_count_below_one(runner):
+    for text in ("0", "-2", "two"):
+        with pytest.raises(argparse.ArgumentTypeError, match="at least 1"):
+            runner._positive(text)
+    assert runner._positive("3") == 3
+
+
 def test_the_setup_cell_ids_agree(take_home, runner):
     assert runner.SETUP_ID == take_home.SETUP_ID
     assert runner.WHEEL_VARIABLE == take_home.WHEEL_VARIABLE
 
 
 @pytest.mark.slow
-def test_runner_runs_notebooks_and_reports_the_one_that_fails(runner, take_home, tmp_path):
-    """Two notebooks with the real setup cell: one runs (its expected error allowed), one fails."""
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_runner_runs_notebooks_and_reports_the_one_that_fails(runner, take_home, tmp_path, jobs):
+    """Two notebooks with the real setup cell: one runs (its expected error allowed), one fails;
+    one at a time, or the second in a process pool (the first always runs alone)."""
     pytest.importorskip("nbclient")
     pytest.importorskip("ipykernel")
     setup = take_home.setup_cell(_app())
@@ -458,6 +468,8 @@ def test_runner_runs_notebooks_and_reports_the_one_that_fails(runner, take_home,
             "--allow-installed",
             "--keep",
             str(keep),
+            "--jobs",
+            jobs,
         ],
         capture_output=True,
         text=True,

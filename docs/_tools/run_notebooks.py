@@ -1,6 +1,7 @@
 """Run the built site's notebooks outside the repository, as a reader would (`nox -s notebooks`).
 
     python docs/_tools/run_notebooks.py SITE [--only PATTERN ...] [--keep DIR] [--allow-installed]
+                                             [--jobs N]
 
 Takes every notebook the site offers (``SITE/_sources/**/*.ipynb``) and the wheel it serves
 (``SITE/_static/wheels/*.whl``), copies each notebook alone into a folder of its own under a
@@ -9,7 +10,9 @@ temporary folder outside the repository, and executes it there in a fresh kernel
 cell installs the package from that file where it is missing: the first notebook installs it, the
 others find it installed, and the run checks that the installed package came from the wheel. A
 cell tagged ``raises-exception`` may raise; any other error fails its notebook. One line per
-notebook, with its time; the exit status is 1 if any notebook failed.
+notebook, with its time; the exit status is 1 if any notebook failed. ``--jobs N`` runs N
+notebooks at a time (a kernel runs one cell at a time, on about one core), each in a process of
+its own; the first notebook always runs alone, since its setup cell installs the package.
 
 This script imports nothing of the repository (it runs in an environment that has only JAX, Flax,
 matplotlib, pip and the notebook runner) and nothing of the package it tests.
@@ -18,11 +21,13 @@ matplotlib, pip and the notebook runner) and nothing of the package it tests.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import dataclasses
 import fnmatch
 import importlib.metadata
 import importlib.util
 import json
+import multiprocessing
 import os
 import re
 import shutil
@@ -207,12 +212,51 @@ def report(results: Sequence[Result], total: float) -> str:
     return "\n".join(lines)
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return value
+
+
+def run_all(names: Sequence[str], staged: Sequence[Path], timeout: int, jobs: int) -> list[Result]:
+    """Run every notebook, the first alone and then ``jobs`` at a time; results in ``names``'
+    order. Each line is printed as its notebook finishes."""
+
+    def done(name: str, result: Result) -> Result:
+        result = dataclasses.replace(result, name=name)
+        print(f"{name}: {'ok' if result.error is None else 'FAILED'} ({result.seconds:.1f} s)")
+        if result.error is not None:
+            print("    " + result.error.replace("\n", "\n    "))
+        return result
+
+    results = [done(names[0], run_notebook(staged[0], timeout))]
+    rest = list(zip(names[1:], staged[1:], strict=True))
+    if jobs == 1:
+        return results + [done(name, run_notebook(path, timeout)) for name, path in rest]
+    # Processes, not threads: each kernel client runs its own event loop. "spawn" starts each
+    # from this script, with the environment set above.
+    context = multiprocessing.get_context("spawn")
+    by_name: dict[str, Result] = {}
+    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context) as pool:
+        futures = {pool.submit(run_notebook, path, timeout): name for name, path in rest}
+        for future in concurrent.futures.as_completed(futures):
+            by_name[futures[future]] = done(futures[future], future.result())
+    return results + [by_name[name] for name, _ in rest]
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("site", type=Path, help="the built site (_build/html)")
     parser.add_argument("--only", action="append", default=[], help="page name pattern (fnmatch)")
     parser.add_argument("--keep", type=Path, help="copy the executed notebooks into this folder")
     parser.add_argument("--timeout", type=int, default=600, help="seconds a cell may take")
+    parser.add_argument(
+        "--jobs", type=_positive, default=1, help="notebooks run at a time (after the first)"
+    )
     parser.add_argument(
         "--allow-installed",
         action="store_true",
@@ -244,13 +288,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     write_kernelspec(workdir / "jupyter")
     os.environ.clear()
     os.environ.update(reader_environment(workdir, wheel))
-    results, start = [], time.perf_counter()
-    for name, path in zip(names, staged, strict=True):
-        result = dataclasses.replace(run_notebook(path, args.timeout), name=name)
-        print(f"{name}: {'ok' if result.error is None else 'FAILED'} ({result.seconds:.1f} s)")
-        if result.error is not None:
-            print("    " + result.error.replace("\n", "\n    "))
-        results.append(result)
+    start = time.perf_counter()
+    results = run_all(names, staged, args.timeout, args.jobs)
     total = time.perf_counter() - start
     source = installed_from()
     print(f"\nthe package came from {source}")
