@@ -89,6 +89,26 @@ def test_index_two_works_and_keeps_parameter_names_and_shapes():
     assert plain == remat
 
 
+def test_an_automatically_named_block_is_renamed_by_the_lift():
+    """The page: names survive because the model names its blocks; auto-named ones do not."""
+
+    class Stack(nn.Module):
+        block: type[nn.Module]
+
+        @nn.compact
+        def __call__(self, x):
+            return self.block(TINY.width, TINY.heads)(x, False)
+
+    x = jnp.ones((TINY.batch, TINY.seq, TINY.width))
+
+    def names(block):
+        shapes = jax.eval_shape(lambda: Stack(block).init(jax.random.key(0), x))
+        return sorted(shapes["params"])
+
+    assert names(Block) == ["Block_0"]
+    assert names(nn.remat(Block, static_argnums=(2,))) == ["CheckpointBlock_0"]
+
+
 def test_a_train_field_needs_no_static_argnums():
     model = nn.remat(Block)(TINY.width, TINY.heads, train=True)
     x = jnp.ones((TINY.batch, TINY.seq, TINY.width))

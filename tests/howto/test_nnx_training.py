@@ -78,8 +78,12 @@ def build(cls, kwargs, dtype=jnp.float32, seed=0):
 
 
 def grads(model, batch):
-    """The parameter gradient of one training loss (advances the dropout counters once)."""
-    return nnx.grad(nx.loss_fn)(model, batch)
+    """The parameter gradient of one training loss (advances the dropout counters once).
+
+    Compiled, as a training step is: one program per model, where eager execution would compile
+    every primitive of the forward and backward passes on its own.
+    """
+    return nnx.jit(nnx.grad(nx.loss_fn))(model, batch)
 
 
 def with_params(model, params, dtype):
@@ -119,7 +123,8 @@ def test_dropout_is_on_and_counts_one_draw_per_call():
     batch = make_batch(TINY, vocab=nx.VOCAB)
     for kwargs in ({}, {"body": remat()}, {"body": remat(graph_updates=False)}):
         model = build(ScannedTransformer, kwargs)
-        first, second = nx.loss_fn(model, batch), nx.loss_fn(model, batch)
+        loss = nnx.jit(nx.loss_fn)  # as in a step: the streams advance under jit too
+        first, second = loss(model, batch), loss(model, batch)
         assert first != second  # the streams advanced: other masks
         optimizer = nx.optimizer_for(model)
         train_step(model, optimizer, batch)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import re
 
+import pytest
 from builtsite import ROOT
 
 from examples.reference import release_table, releases
@@ -90,3 +91,15 @@ def test_every_fact_links_to_a_heading_that_exists():
             headings = re.findall(r"^#{1,3} (.+)$", text, re.MULTILINE)
             assert anchor in {_slug(h) for h in headings}, (fact.key, title, link)
             assert f"[{title}]({link})" in fact.cell()
+
+
+def test_each_remat3_answer_is_shown_beside_its_point():
+    """The record holds seven answers in the guide's order; the cell pairs each with its point."""
+    from examples.notes.remat3 import POINTS
+
+    answers = [no for _, no, _ in POINTS]
+    cell = release_table.show("remat3_points", answers)
+    assert cell.split("; ") == [f"{point}: {no}" for point, no, _ in POINTS]
+    assert release_table.show("remat3_points", None) == "no such flag"
+    with pytest.raises(ValueError, match="zip"):
+        release_table.show("remat3_points", answers[:-1])

@@ -328,6 +328,35 @@ def test_policy_table_marks_the_missing_name():
     assert "| `save_anything_but_these_names` | **no** |" in rendered
 
 
+def test_dots_saveable_keeps_convolutions_as_the_table_says():
+    """The table's note for dots_saveable names convolutions as well as matrix products."""
+    assert "convolutions" in T.POLICY_NOTES["dots_saveable"]
+
+    def conv_layer(x, k):
+        return jnp.sum(jnp.sin(jax.lax.conv(x, k, (1, 1), "SAME")))
+
+    f = jax.checkpoint(conv_layer, policy=jax.checkpoint_policies.dots_saveable)
+    kept = saved_residuals(f, jnp.ones((1, 1, 4, 4)), jnp.ones((1, 1, 3, 3)))
+    assert [r.primitive for r in kept.of_kind("output")] == ["conv_general_dilated"]
+
+
+def test_a_checkpoint_keeps_only_the_inputs_its_backward_pass_reads():
+    """The tutorial: `y` is kept because the loss's VJP reads it, not because every input is."""
+
+    def added(x, y):
+        return jnp.sum(jnp.sin(x) + y)
+
+    def multiplied(x, y):
+        return jnp.sum(jnp.sin(x) * y)
+
+    x = y = jnp.ones(3)
+    assert [r.argument for r in saved_residuals(jax.checkpoint(added), x, y)] == ["x"]
+    assert sorted(r.argument for r in saved_residuals(jax.checkpoint(multiplied), x, y)) == [
+        "x",
+        "y",
+    ]
+
+
 def test_save_anything_except_these_names_against_everything_saveable():
     cp = jax.checkpoint_policies
     args = T.chain_inputs()

@@ -277,6 +277,12 @@ def standard_checks(problem: Problem, fn: Callable[..., Any], prepared: Prepared
                     f"({', '.join(problem.arg_names)})"
                 )
             want = problem.output_shape(case)
+            if isinstance(out, (tuple, list, dict)):
+                return False, (
+                    f"returned a {type(out).__name__} of {len(out)} values for {case.label}, "
+                    f"not one array of shape {want}: return only the result (a scan returns "
+                    "(carry, outputs), and nnx.scan with out_axes=nnx.Carry the carry alone)"
+                )
             got = np.shape(out)
             if got != want:
                 return False, f"expected shape {want} for {case.label}, got {got}"
@@ -390,19 +396,25 @@ def standard_checks(problem: Problem, fn: Callable[..., Any], prepared: Prepared
             differences.append(f"keeps {describe_keys(extra)} that the reference does not")
         if missing:
             differences.append(f"does not keep {describe_keys(missing)} that the reference keeps")
-        if same_arrays(mine, theirs) and not problem.whole_in_checkpoint:
+        placed_right = placement().ok
+        if same_arrays(mine, theirs) and not problem.whole_in_checkpoint and placed_right:
             # Code the problem leaves outside the checkpoint (the loss, say) may keep another
             # value of the same shape: h * h keeps h where h ** 2 keeps 2h. Same memory, and not
-            # what the problem is about, so it passes, with the difference said.
+            # what the problem is about, so it passes, with the difference said. Not where the
+            # checkpoint itself is misplaced: then the difference is the checkpoint's.
             return True, (
                 f"keeps {describe_computed(mine)}: arrays of the same shapes and dtypes as the "
                 f"reference's {describe_computed(theirs)}, computed otherwise (yours "
                 f"{' and '.join(differences)}; outside the checkpoint that is yours to choose) "
                 f"({first.label})"
             )
+        misplaced = (
+            "" if placed_right else "; the checkpoint is not where the problem asks (see remat)"
+        )
         return False, (
-            f"the backward pass would keep {describe_computed(mine)}; the reference keeps "
-            f"{describe_computed(theirs)}; yours {' and '.join(differences)} ({first.label})"
+            f"besides inputs, the backward pass would keep {describe_computed(mine)}; "
+            f"the reference keeps {describe_computed(theirs)}; yours "
+            f"{' and '.join(differences)} ({first.label}){misplaced}"
         )
 
     checks: list[Check] = [

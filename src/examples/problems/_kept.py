@@ -122,8 +122,11 @@ def named_difference(
 
 
 def describe_keys(keys: collections.Counter[Any]) -> str:
+    """``"dot_general f32[4,4], an input f32[2]"``: an argument kept is called an input, as in
+    :func:`describe_computed`, which lists what the function computed apart from its inputs."""
     return ", ".join(
-        f"{detail or kind} {type_str}" + (f" ×{n}" if n > 1 else "")
+        (f"an input {type_str}" if kind == "argument" else f"{detail or kind} {type_str}")
+        + (f" ×{n}" if n > 1 else "")
         for (kind, type_str, detail), n in sorted(
             keys.items(), key=lambda kv: (kv[0][2] or kv[0][0], kv[0][1])
         )
@@ -131,6 +134,7 @@ def describe_keys(keys: collections.Counter[Any]) -> str:
 
 
 def describe_computed(listing: Residuals) -> str:
+    """What the function computed and the backward pass keeps, its inputs left out."""
     computed = collections.Counter(
         f"{r.detail or r.kind} {r.type_str}" for r in listing.excluding_arguments()
     )

@@ -4,9 +4,9 @@ A problem declares it in its :class:`~examples.problems._spec.Problem`:
 
 - ``products_inside``: the checkpoint surrounds at least this many matrix products (the whole
   computation, not one part of it);
-- ``inside_scan``: the checkpoint sits in the body of a ``scan``, so that each step (each layer)
-  is checkpointed on its own, and no checkpoint surrounds a ``scan``; ``products_inside`` then
-  counts the products of one step;
+- ``inside_scan``: the checkpoint sits in the body of a ``scan`` and surrounds all the work of
+  that body, so that each step (each layer) is checkpointed whole, and no checkpoint surrounds
+  a ``scan``; ``products_inside`` then counts the products of one step;
 - ``names``: the checkpointed function names these values with ``checkpoint_name``, inside the
   checkpoint, where a names-based policy can see them.
 
@@ -31,6 +31,7 @@ from examples.tools.jaxprs import (
     is_remat,
     open_jaxpr,
     remat_sites,
+    walk,
 )
 
 #: The loop primitive a stack of layers is applied with (``jax.lax.scan``, ``nnx.scan``, and
@@ -54,7 +55,9 @@ class Placement:
 
 
 #: Primitives that move or relabel data without computing: allowed outside the checkpoint.
-_NOT_WORK = frozenset({"convert_element_type", "copy", "copy_p", "device_put"})
+_NOT_WORK = frozenset(
+    {"convert_element_type", "copy", "copy_p", "device_put", "broadcast_in_dim", "reshape"}
+)
 
 
 def work_outside_checkpoints(jaxpr: Any) -> collections.Counter[str]:
@@ -70,6 +73,16 @@ def work_outside_checkpoints(jaxpr: Any) -> collections.Counter[str]:
                 found.update(work_outside_checkpoints(sub))
         elif eqn.primitive.name not in _NOT_WORK:
             found[eqn.primitive.name] += 1
+    return found
+
+
+def work_in_scan_bodies_outside_checkpoints(jaxpr: Any) -> collections.Counter[str]:
+    """:func:`work_outside_checkpoints` of the body of every ``scan`` in ``jaxpr``."""
+    found: collections.Counter[str] = collections.Counter()
+    for eqn, _ in walk(jaxpr):
+        if eqn.primitive.name == SCAN:
+            for body in equation_jaxprs(eqn):
+                found.update(work_outside_checkpoints(body))
     return found
 
 
@@ -135,6 +148,15 @@ def place(problem: Problem, jaxpr: Any) -> Placement:
     named = [s for s in placed if set(problem.names) <= set(checkpoint_names(s.jaxpr))]
     if placed and not named:
         problems.append(_missing_names(problem, jaxpr, placed))
+    if placed and problem.inside_scan:
+        outside = work_in_scan_bodies_outside_checkpoints(jaxpr)
+        if outside:
+            problems.append(
+                f"a checkpoint ({placed[0].primitive}) sits in the scan's body and surrounds "
+                f"{_count(placed[0].products, 'matrix product')}, but "
+                f"{', '.join(sorted(outside))} run{'s' if len(outside) == 1 else ''} outside it "
+                "in the body; checkpoint the whole function the scan applies (one layer)"
+            )
     if placed and problem.whole_in_checkpoint:
         outside = work_outside_checkpoints(jaxpr)
         if outside:

@@ -153,8 +153,7 @@ FACTS: tuple[Fact, ...] = (
     ),
     Fact(
         "remat3_points",
-        "under `jax_remat3`: when the flag is read, plain-function policies, `prevent_cse`, "
-        "static arguments by position, argument names",
+        "under `jax_remat3`, each point of the migration guide and this release's answer",
         (_at(_REMAT3, "each-point-on-each-release"),),
     ),
 )
@@ -196,7 +195,14 @@ def show(key: str, value: Any) -> str:
             f"({value['products_without_checkpoint']}); memory ×{value['temp_vs_plain']:g}"
         )
     if key == "remat3_points":
-        return "no such flag" if value is None else "; ".join(value)
+        if value is None:
+            return "no such flag"
+        # Each answer beside its point: the record holds the answers in the guide's order.
+        from examples.notes.remat3 import POINTS
+
+        return "; ".join(
+            f"{point}: {answer}" for (point, _, _), answer in zip(POINTS, value, strict=True)
+        )
     if key == "except_names_bytes":
         mine, everything = value["except_a"], value["everything"]
         if mine == everything:

@@ -276,7 +276,7 @@ def model_inputs() -> tuple[list[jax.Array], jax.Array, jax.Array]:
 POLICY_NOTES: dict[str, str] = {
     "everything_saveable": "anything may be saved (what autodiff does without a checkpoint)",
     "nothing_saveable": "nothing may be saved: recompute everything from the inputs",
-    "dots_saveable": "outputs of matrix products (dot_general) may be saved",
+    "dots_saveable": "outputs of matrix products and convolutions may be saved",
     "checkpoint_dots": "an alias of dots_saveable",
     "dots_with_no_batch_dims_saveable": "matrix products without batch dimensions may be saved",
     "checkpoint_dots_with_no_batch_dims": "an alias of dots_with_no_batch_dims_saveable",

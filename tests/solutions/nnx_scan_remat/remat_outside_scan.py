@@ -1,10 +1,13 @@
 """The decorators in the wrong order: nnx.remat above nnx.scan checkpoints the whole scan, so the
 backward pass recomputes every block at once and holds all their values together. Between the
-passes, JAX's default implementation lets the policy reach into the scan and keep each block's
-products, the same values the reference keeps; under jax_remat3 on JAX 0.10.2 it keeps others.
+passes, JAX's default implementation lets the policy reach into the scan and keep arrays of the
+shapes the reference keeps, computed by the scan of the checkpoint instead of the reference's:
+the residuals line fails and points to the remat line (the difference is where the checkpoint
+is). Under jax_remat3 the policy keeps exactly the reference's values on some releases (0.12),
+other values on others (0.10.2 also keeps a bias).
 
-expect: fail remat policy
-expect under remat3 if a policy around a scan keeps other values: fail remat policy residuals
+expect: fail remat policy residuals
+expect under remat3 if a policy around a scan keeps the reference's values: fail remat policy
 says: surrounds the whole scan
 """
 

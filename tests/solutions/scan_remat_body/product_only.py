@@ -1,8 +1,9 @@
 """Only the matrix product is checkpointed, inside the scan: the tanh after it is outside the
-checkpoint, so the backward pass keeps its output for every layer as well as the carry.
+checkpoint, so the backward pass keeps its output for every layer as well as the carry. The
+remat line names what runs outside the checkpoint in the scan's body.
 
-expect: fail residuals
-says: the reference keeps
+expect: fail remat residuals
+says: add, tanh run outside it in the body
 """
 
 import jax
