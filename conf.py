@@ -68,13 +68,16 @@ nb_render_markdown_format = "myst"
 def _examples_fingerprint() -> str:
     """A hash of what a page's outputs depend on besides its own text.
 
-    Pages import their code from `src/examples`, so a change there, or another jax / jaxlib /
-    flax (or CUDA plugin) release, must re-execute every page even when no page changed. The hash
-    names the execution cache's folder: a new hash is a new, empty cache, and since the folder is a
-    configuration value, Sphinx re-reads every page when it changes.
+    Pages import their code from `src/examples` and read its data files (the release records,
+    the recorded runs), so a change there, or another jax / jaxlib / flax (or CUDA plugin)
+    release, must re-execute every page even when no page changed. The hash names the execution
+    cache's folder: a new hash is a new, empty cache, and since the folder is a configuration
+    value, Sphinx re-reads every page when it changes.
     """
     digest = hashlib.sha256()
-    for path in sorted((ROOT / "src" / "examples").rglob("*.py")):
+    package = ROOT / "src" / "examples"
+    files = (p for p in package.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    for path in sorted(files):
         digest.update(path.relative_to(ROOT).as_posix().encode())
         digest.update(path.read_bytes())
     for dist in importlib.metadata.distributions():

@@ -185,3 +185,39 @@ def test_no_page_or_module_brings_back_a_retired_wrapper():
         if RETIRED_WRAPPERS.search(line) and not line.lstrip().startswith(('"""', "#", "Raised in"))
     ]
     assert found == []
+
+
+def _fingerprint_function(root: Path):
+    """conf.py's `_examples_fingerprint`, run against another root (importing conf.py itself would
+    prune the execution caches of the real build)."""
+    import ast
+    import hashlib
+    import importlib.metadata
+
+    source = (Path(__file__).parents[1] / "conf.py").read_text(encoding="utf-8")
+    (node,) = [
+        n
+        for n in ast.parse(source).body
+        if isinstance(n, ast.FunctionDef) and n.name == "_examples_fingerprint"
+    ]
+    namespace = {"ROOT": root, "hashlib": hashlib, "importlib": importlib}
+    assert importlib.metadata  # the function reads the installed releases through it
+    exec(compile(ast.Module([node], []), "conf.py", "exec"), namespace)
+    return namespace["_examples_fingerprint"]
+
+
+def test_the_execution_cache_misses_when_code_or_data_of_the_package_changes(tmp_path):
+    """A page reads the package's code and its data files (the release records): a change to
+    either must re-execute the pages, so both are in the cache's fingerprint."""
+    package = tmp_path / "src" / "examples"
+    (package / "data").mkdir(parents=True)
+    (package / "module.py").write_text("X = 1\n")
+    (package / "data" / "record.json").write_text('{"passed": 810}\n')
+    fingerprint = _fingerprint_function(tmp_path)
+    first = fingerprint()
+    assert fingerprint() == first
+    (package / "data" / "record.json").write_text('{"passed": 819}\n')
+    after_data = fingerprint()
+    assert after_data != first
+    (package / "module.py").write_text("X = 2\n")
+    assert fingerprint() not in (first, after_data)

@@ -114,6 +114,16 @@ def what_it_did(err: BaseException, solution: Solution | None, during: str) -> s
     text = str(err)
     if _memory_limit_mib and (isinstance(err, MemoryError) or "RESOURCE_EXHAUSTED" in text):
         line += f" (the checker allows {_memory_limit_mib} MiB; --memory-limit MIB changes that)"
+    handed_a_function = "<class 'function'>" in text and (
+        "Cannot interpret value" in text or "is not a valid JAX type" in text
+    )
+    if handed_a_function:
+        # JAX was handed a function where it wanted an array: most often a policy given by
+        # position, @nnx.remat(dots) or jax.checkpoint(f, dots), which binds it to an argument.
+        line += (
+            "; a function was passed where JAX expected an array: is a policy given by position? "
+            "Pass it by keyword, policy=..."
+        )
     return line
 
 

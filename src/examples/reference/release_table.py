@@ -127,7 +127,8 @@ FACTS: tuple[Fact, ...] = (
     ),
     Fact(
         "remat3",
-        "`jax_remat3` flag, and what `jax.checkpoint` traces to under it",
+        "`jax_remat3` flag, and the primitive `jax.checkpoint` traces to under it (its name; a "
+        "printed jaxpr may show it otherwise, e.g. `RematTraced[...]`)",
         (_at(_REMAT3, "what-the-traced-program-looks-like"),),
     ),
     Fact(
@@ -184,7 +185,7 @@ def show(key: str, value: Any) -> str:
     if key == "dots_residuals":
         return _listing(value)
     if key == "remat3":
-        return "no such flag" if value is None else f"flag present; traces to `{value}`"
+        return "no such flag" if value is None else f"flag present; primitive `{value}`"
     if isinstance(value, bool):
         return "yes" if value else "no"
     if key == "tanh_kept":
