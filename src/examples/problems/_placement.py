@@ -86,6 +86,19 @@ def work_in_scan_bodies_outside_checkpoints(jaxpr: Any) -> collections.Counter[s
     return found
 
 
+def _work_left_outside(
+    site: RematSite, outside: collections.Counter[str], where: tuple[str, str], advice: str
+) -> str:
+    """``a checkpoint (remat2) [where] surrounds 1 matrix product, but add, tanh run outside it
+    [where]; advice``."""
+    runs = "runs" if len(outside) == 1 else "run"
+    return (
+        f"a checkpoint ({site.primitive}) {where[0]}surrounds "
+        f"{_count(site.products, 'matrix product')}, but {', '.join(sorted(outside))} {runs} "
+        f"outside it{where[1]}; {advice}"
+    )
+
+
 def _quoted(names: Any) -> str:
     return ", ".join(repr(n) for n in sorted(names))
 
@@ -152,19 +165,23 @@ def place(problem: Problem, jaxpr: Any) -> Placement:
         outside = work_in_scan_bodies_outside_checkpoints(jaxpr)
         if outside:
             problems.append(
-                f"a checkpoint ({placed[0].primitive}) sits in the scan's body and surrounds "
-                f"{_count(placed[0].products, 'matrix product')}, but "
-                f"{', '.join(sorted(outside))} run{'s' if len(outside) == 1 else ''} outside it "
-                "in the body; checkpoint the whole function the scan applies (one layer)"
+                _work_left_outside(
+                    placed[0],
+                    outside,
+                    ("sits in the scan's body and ", " in the body"),
+                    "checkpoint the whole function the scan applies (one layer)",
+                )
             )
     if placed and problem.whole_in_checkpoint:
         outside = work_outside_checkpoints(jaxpr)
         if outside:
             problems.append(
-                f"a checkpoint ({placed[0].primitive}) surrounds "
-                f"{_count(placed[0].products, 'matrix product')}, but "
-                f"{', '.join(sorted(outside))} run{'s' if len(outside) == 1 else ''} outside it; "
-                "the problem asks for the whole computation inside one jax.checkpoint"
+                _work_left_outside(
+                    placed[0],
+                    outside,
+                    ("", ""),
+                    "the problem asks for the whole computation inside one jax.checkpoint",
+                )
             )
     no_policy = f"no checkpoint {where}, so no policy to judge"
     partial = tuple(candidates) if candidates and not placed else ()
