@@ -454,6 +454,7 @@ def test_runner_runs_notebooks_and_reports_the_one_that_fails(runner, take_home,
         _code("print(open('hello.txt', 'w').write('x'))", 0),
         _code("raise KeyError('expected')", 1, ("raises-exception",)),
         _code("from myst_nb import glue\nglue('k', 1, display=False)", 2),
+        _code("import os\nopen('env.txt', 'w').write(os.environ.get('REMAT_GUIDE_PROBE', '-'))", 3),
     ]
     bad = [_code("import examples\nraise ValueError('boom from the notebook')", 0)]
     site = _fake_site(
@@ -475,6 +476,8 @@ def test_runner_runs_notebooks_and_reports_the_one_that_fails(runner, take_home,
         text=True,
         timeout=600,
         check=False,
+        # The kernels see the caller's environment (JAX's compilation cache is set there).
+        env={**os.environ, "REMAT_GUIDE_PROBE": "from the caller"},
     )
     out = result.stdout + result.stderr
     assert result.returncode == 1, out
@@ -484,6 +487,7 @@ def test_runner_runs_notebooks_and_reports_the_one_that_fails(runner, take_home,
     assert re.search(r"^2 notebooks in \d+ s: 1 ran, 1 failed$", out, re.M), out
     # Each notebook ran in its own folder outside the repository; nothing was written here.
     assert (keep / "02-good" / "hello.txt").is_file()
+    assert (keep / "02-good" / "env.txt").read_text() == "from the caller"
     assert not (ROOT / "hello.txt").exists()
 
 

@@ -286,8 +286,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{len(names)} notebooks from {site}, wheel {wheel.name}, run in {workdir}")
     staged = stage(site, names, workdir)
     write_kernelspec(workdir / "jupyter")
+    # The kernels inherit this process's environment: the reader's (JAX's compilation cache
+    # among it), less the repository's paths. Computed before the old one is cleared.
+    environment = reader_environment(workdir, wheel)
     os.environ.clear()
-    os.environ.update(reader_environment(workdir, wheel))
+    os.environ.update(environment)
     start = time.perf_counter()
     results = run_all(names, staged, args.timeout, args.jobs)
     total = time.perf_counter() - start
