@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from examples.landing import PREDICTED_FULL_REMAT_FLOPS, STRATEGIES, measure, table
+from examples.tools.measure import compiled_stats
 from examples.tools.models import scan_loss, stacked_mlp
 from examples.tools.residuals import saved_residuals
 
@@ -54,6 +55,17 @@ def test_the_visible_call_gives_the_measured_figures(page_rows):
     loss = scan_loss(STRATEGIES["checkpoint, keep matmuls"])
     compiled = jax.jit(jax.grad(loss)).lower(weights, x).compile()
     assert compiled.memory_analysis().temp_size_in_bytes == page_rows[1].temp_bytes
+
+
+def test_the_flop_count_is_one_blocks_whatever_the_depth():
+    # The page: the cost analysis counts the scan body once, so the printed figure is one
+    # block's forward and backward pass, the same for 4 blocks as for 16.
+    def flops(depth):
+        weights, x = stacked_mlp(depth=depth)
+        loss = scan_loss(STRATEGIES["checkpoint, keep matmuls"])
+        return compiled_stats(jax.grad(loss), weights, x).flops
+
+    assert flops(4) == pytest.approx(flops(16), rel=0.01)
 
 
 def test_checkpointing_uses_less_memory_and_more_flops_at_another_size():

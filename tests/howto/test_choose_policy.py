@@ -122,8 +122,11 @@ def test_names_keep_exactly_the_two_products_and_less_than_the_dots_policy(runs)
     m = runs["short"]
     assert [r.name for r in m[NAMES].kept] == ["qkv", "mlp_pre"]
     assert m[NAMES].kept.nbytes < m[DOTS_NB].kept.nbytes
-    # The dots policy keeps the output projection's product as well.
+    # The dots policy keeps the output projection's product as well: three a layer, not the
+    # last MLP product's output, which the backward pass does not read (the page says so).
     assert len(m[DOTS_NB].kept) == len(m[NAMES].kept) + 1
+    assert len(m[DOTS_NB].kept) == 3  # `kept` is one layer's
+    assert {r.detail for r in m[DOTS_NB].kept} == {"dot_general"}
 
 
 def test_named_policies_spare_a_smaller_share_at_the_long_sequence(runs):

@@ -371,3 +371,29 @@ def test_metadata_params_names_the_stacked_axis():
     specs = lt.scan_partition_specs(layers=3, width=8)
     assert specs["dense"]["kernel"] == jax.sharding.PartitionSpec("layers", None, "model")
     assert specs["dense"]["bias"] == jax.sharding.PartitionSpec()
+
+
+def test_a_shared_weight_goes_in_a_broadcast_collection_of_its_own():
+    """The page: variable_axes and variable_broadcast take whole collections; a weight shared by
+    every layer goes in a collection of its own named in variable_broadcast, not in "params"."""
+
+    class Layer(nn.Module):
+        @nn.compact
+        def __call__(self, h, _):
+            shared = self.variable("shared", "w", lambda: jnp.full((h.shape[-1],), 2.0)).value
+            w = self.param("w", nn.initializers.ones, (h.shape[-1], h.shape[-1]))
+            return jnp.tanh(h @ w) * shared, None
+
+    def stack(broadcast):
+        return nn.scan(
+            nn.remat(Layer),
+            variable_axes={"params": 0},
+            variable_broadcast=broadcast,
+            split_rngs={"params": True},
+            length=3,
+        )
+
+    x = jnp.ones((2, 4))
+    variables = stack("shared")().init(jax.random.key(0), x, None)
+    assert variables["params"]["w"].shape == (3, 4, 4)  # stacked, one per layer
+    assert variables["shared"]["w"].shape == (4,)  # one, shared

@@ -121,6 +121,20 @@ def test_names_policy_keeps_the_two_names_and_spares_recompute(measured):
     assert none.flops < names.flops < nothing.flops
 
 
+def test_the_dots_policy_keeps_three_weight_products_not_the_last_mlp_one():
+    # The page: the policy lets JAX keep any product with the weights; JAX keeps those the
+    # backward pass reads, which leaves out the last MLP product's output.
+    params, x = init_params(SMALL), init_inputs(SMALL)
+    one = jax.tree.map(lambda w: w[0], params)
+    layer = st.layer_fn(SMALL, st.BY_LABEL["dots_with_no_batch_dims_saveable"])
+    kept = saved_residuals(layer, x, one).excluding_arguments()
+    shapes = sorted(r.shape[-1] for r in kept)
+    assert all(r.detail == "dot_general" for r in kept), kept
+    # q, k and v in one product (3 x width), the output projection (width), the first MLP
+    # product (4 x width); not the second MLP product, whose output (width) is the block's.
+    assert shapes == sorted([3 * SMALL.width, SMALL.width, 4 * SMALL.width]), kept
+
+
 def test_names_policy_still_recomputes_attention_and_output_projection():
     """Products in the backward checkpoint: keeping qkv and mlp_pre removes the two products
     that make them; the dots policy also keeps the output projection's; the rest (attention)
@@ -163,6 +177,25 @@ def test_barrier_keeps_at_least_as_much_saving_once_unrolled(measured):
         off = measured[f"nothing_saveable, unroll={unroll}"].stats.temp_bytes
         on = measured[f"nothing_saveable, unroll={unroll}, prevent_cse=True"].stats.temp_bytes
         assert on <= off
+
+
+@pytest.mark.parametrize(
+    ("without", "with_barrier", "no_remat", "says"),
+    [
+        (7, 4, 10, "lost part of the saving"),
+        (11, 4, 10, "lost the whole saving"),  # more than no remat at all
+        (10, 4, 10, "lost the whole saving"),
+        (7, 7, 10, "made no difference"),
+        (4, 7, 10, "cost memory"),
+    ],
+)
+def test_barrier_verdict_tells_part_of_the_saving_from_all_of_it(
+    without, with_barrier, no_remat, says
+):
+    # Without the barrier at or above no remat's temporaries, nothing of the saving is left.
+    verdict = st.barrier_verdict(without, with_barrier, no_remat)
+    assert says in verdict
+    assert sum(p in verdict for p in ("part of", "whole", "no difference", "cost")) == 1
 
 
 def test_table_refuses_an_unknown_label_and_shows_times_only_when_timed(measured):

@@ -148,7 +148,9 @@ def _expected_concrete_outcome(concrete: bool):
     if JAX_RELEASE >= (0, 11):  # PR 38665 deleted the keyword
         return TypeError, "unexpected keyword argument 'concrete'"
     if JAX_RELEASE >= (0, 10):  # any explicit value raises
-        return NotImplementedError, "deprecated in JAX v0.8.2, and removed in JAX v0.10.0"
+        # The notes quote it: both dates, and the advice to use static_argnums.
+        dates = "deprecated in JAX v0.8.2, and removed in JAX v0.10.0"
+        return NotImplementedError, dates + ".*static_argnums"
     if concrete:  # since 0.3.17 concrete=True raised, pointing to static_argnums
         return NotImplementedError, "static_argnums"
     return None  # concrete=False was accepted (with a DeprecationWarning from 0.8.2 on)

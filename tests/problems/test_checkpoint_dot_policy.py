@@ -10,6 +10,7 @@ import pytest
 from problems._helpers import DOTS, _close, _computed
 
 from examples.problems import checkpoint_dot_policy as p1
+from examples.tools.jaxprs import count_primitive
 from examples.tools.residuals import saved_residuals
 
 # --- the reference against NumPy ------------------------------------------------------------------
@@ -126,6 +127,20 @@ def test_keeping_the_products_saves_most_of_the_memory_on_an_mlp_block():
     assert dots.flops < 1.05 * none.flops  # next to no recomputation
     assert full.temp_bytes < dots.temp_bytes  # keeping nothing goes further...
     assert full.flops > 1.1 * dots.flops  # ...at the price of the products
+
+
+def test_keeping_nothing_recomputes_the_first_product_of_the_mlp_block_only():
+    # The page: keeping nothing computes the first product again (the GELU's derivative and the
+    # second product's weight gradient read what follows it); the second product's output is
+    # read by nothing, so it is not recomputed.
+    params, x = p1.stacked_params("mlp_block", depth=1, batch=3, width=4)
+    one = jax.tree.map(lambda a: a[0], params)
+
+    def products(layer):
+        grad = jax.grad(lambda p, h: jnp.sum(layer(h, p)))
+        return count_primitive(jax.make_jaxpr(grad)(one, x), "dot_general")
+
+    assert products(jax.checkpoint(p1.mlp_block)) == products(p1.mlp_block) + 1
 
 
 def test_the_mlp_block_layer_matches_a_numpy_float64_forward():

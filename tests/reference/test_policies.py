@@ -379,3 +379,12 @@ def test_committed_gpu_run_shows_everything_saveable_costing_more():
 
 def policies_data():
     return explorer.RUNS
+
+
+def test_checkpoint_policies_is_a_namespace_not_a_module():
+    # The policy reference and the first problem: `from jax.checkpoint_policies import ...` fails.
+    import types
+
+    assert isinstance(jax.checkpoint_policies, types.SimpleNamespace)
+    with pytest.raises(ModuleNotFoundError):
+        exec("from jax.checkpoint_policies import nothing_saveable", {})

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 from examples.tools import jaxprs
@@ -58,3 +61,23 @@ def test_remat3_context_restores_the_flag():
     with pytest.raises(KeyError), jaxprs.remat3(True):
         raise KeyError("inside")
     assert jaxprs.remat3_enabled() is before
+
+
+@pytest.mark.parametrize("mode", ["remat2", "remat3"])
+def test_jit_inlined_looks_inside_a_jit_that_a_checkpoint_wraps(mode):
+    if mode == "remat3" and not jaxprs.remat3_available():
+        pytest.skip("this JAX has no jax_remat3")
+    from examples.tools.residuals import saved_residuals
+
+    dots = jax.checkpoint_policies.dots_with_no_batch_dims_saveable
+    f = jax.checkpoint(jax.jit(lambda w, x: jnp.sum(jnp.sin(x @ w) @ w)), policy=dots)
+    w, x = jnp.ones((3, 3)), jnp.ones((2, 3))
+    with jaxprs.remat3(True) if mode == "remat3" else contextlib.nullcontext():
+        inlined = jaxprs.jit_inlined(f, w, x)
+        before = saved_residuals(f, w, x).excluding_arguments()
+        after = saved_residuals(inlined, w, x).excluding_arguments()
+        np.testing.assert_array_equal(jax.grad(inlined)(w, x), jax.grad(f)(w, x))
+    assert all(r.detail != "dot_general" for r in before)  # the jitted function's outputs
+    # Inside it, the policy keeps the first product, which sin's derivative reads (the second
+    # product's output is read by nothing).
+    assert [(r.detail, r.shape) for r in after] == [("dot_general", (2, 3))], after

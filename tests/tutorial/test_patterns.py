@@ -74,6 +74,18 @@ def test_nested_scan_needs_less_memory_than_the_flat_checkpointed_scan():
     assert S.nested_table(rows).column("gradient of") == [r.name for r in rows]
 
 
+def test_a_relu_layer_keeps_its_input_and_its_derivative_and_the_optimum_follows():
+    # The page's count L/G + rG: r is 2 for dense_relu (the input for the weight's gradient,
+    # and one array for the ReLU's derivative), counted by shape; a layer that needs only its
+    # input (a linear layer: the product's derivative is the weight) gives r = 1.
+    assert S.activations_per_layer() == 2
+    assert S.activations_per_layer(lambda h, Wb: h @ Wb[0] + Wb[1]) == 1
+    rows = [S.NestedRow("flat scan, jax.checkpoint(body)", None, 10), S.NestedRow("g8", 8, 5)]
+    facts = S.nested_facts(rows, 64, 2)
+    assert facts["nested_predicted_group"] == "5.7"  # sqrt(64 / 2)
+    assert S.nested_facts(rows, 64)["nested_predicted_group"] == "8.0"
+
+
 def test_dropout_under_checkpoint_draws_the_same_mask():
     grads = S.dropout_gradients(depth=3, batch=8, width=8)
     for a, b in zip(

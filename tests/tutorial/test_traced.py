@@ -234,6 +234,9 @@ def test_placement_rows_kept_recomputed_and_peak():
     for name in ("f1", "f2", "f2 o f1", "f1 and f2", "f3 (last)"):
         assert rows[name].kept < none.kept
         assert rows[name].recomputed_sines >= 1
+    # The page's sentence: f1, f2, both and f2 o f1 recompute 1, 1, 2 and 3 sines.
+    prefixes = ("f1", "f2", "f1 and f2", "f2 o f1")
+    assert [rows[name].recomputed_sines for name in prefixes] == [1, 1, 2, 3]
     # The rule of thumb: prefixes lower the peak, the last stage and the whole chain do not.
     for name in ("f1", "f2", "f2 o f1", "f1 and f2"):
         assert rows[name].peak < none.peak, name

@@ -213,6 +213,22 @@ def table(
     return Table(header, rows)
 
 
+def barrier_verdict(without: int, with_barrier: int, no_remat: int) -> str:
+    """What leaving ``prevent_cse``'s barrier out did to the temporaries of a checkpointed step:
+    ``without`` and ``with_barrier`` its temporary bytes, ``no_remat`` those of the same step with
+    no checkpoint at all (the memory the checkpoint is there to save)."""
+    if with_barrier == without:
+        return "the barrier made no difference to the memory"
+    if with_barrier > without:
+        return "the barrier cost memory"
+    if without >= no_remat:
+        return (
+            "with the barrier the temporaries were smaller, and without it the step needed as much"
+            " as no remat at all or more: leaving it out lost the whole saving"
+        )
+    return "with the barrier the temporaries were smaller: leaving it out lost part of the saving"
+
+
 def optimization_barriers(setup: Setup, cfg: Config = CFG) -> int:
     """``optimization_barrier`` operations in the lowered (not yet compiled) training step.
 

@@ -42,6 +42,7 @@ from jax.ad_checkpoint import checkpoint_name
 from examples.problems._kept import (
     describe_computed,
     describe_keys,
+    is_index,
     named_difference,
     named_values,
     residual_difference,
@@ -365,8 +366,14 @@ def standard_checks(problem: Problem, fn: Callable[..., Any], prepared: Prepared
             )
             for s in placed
         ]
-        for ok, detail in results:
+        for site, (ok, detail) in zip(placed, results, strict=True):
             if not ok:
+                if site.depth > 0 or len(placed) > 1:
+                    where = "inner" if site.depth > 0 else "outer"
+                    detail += (
+                        f" (judged on the {where} of the nested checkpoints around the products; "
+                        "one checkpoint, with the policy, is enough)"
+                    )
                 return False, detail
         if not found.placed:
             return True, (
@@ -387,9 +394,18 @@ def standard_checks(problem: Problem, fn: Callable[..., Any], prepared: Prepared
                 f"but {renamed}: another value, kept under the same name ({first.label})"
             )
         if not extra and not missing:
+            notes = []
+            if residual_signature(mine) != residual_signature(theirs):
+                notes.append(
+                    "an input given another shape, or a value shown as a nested checkpoint's "
+                    "output, counted as the value it stands for"
+                )
+            if any(map(is_index, mine)):
+                notes.append("integer indices, which carry no gradient, not compared")
+            said = f" ({'; '.join(notes)})" if notes else ""
             return True, (
                 f"keeps {describe_computed(mine)}: the same values, by primitive, shape and "
-                f"dtype, as the reference ({first.label})"
+                f"dtype, as the reference{said} ({first.label})"
             )
         differences = []
         if extra:

@@ -12,10 +12,12 @@ names ``x @ w`` keeps an array of the same shape under the same name, and anothe
 from __future__ import annotations
 
 import collections
+import math
 from collections.abc import Callable
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 
 from examples.tools.jaxprs import checkpoint_name_of, equation_jaxprs, jit_inlined, open_jaxpr
 from examples.tools.residuals import Residuals, saved_residuals
@@ -45,8 +47,17 @@ def residual_key(r: Any) -> tuple[str, str, str | None]:
 
 
 def residual_signature(listing: Residuals) -> collections.Counter[tuple[str, str, str | None]]:
-    """The multiset of :func:`residual_key` over a listing."""
-    return collections.Counter(residual_key(r) for r in listing)
+    """The multiset of :func:`residual_key` over a listing, integer values left out
+    (:func:`is_index`)."""
+    return collections.Counter(residual_key(r) for r in listing if not is_index(r))
+
+
+def is_index(r: Any) -> bool:
+    """Whether a kept value is an integer array: a loop's indices (``fori_loop`` keeps its
+    counter for the backward pass, a scan over ``jnp.arange`` keeps the ``iota``). It carries no
+    gradient, costs a few bytes a layer, and says nothing about the checkpoint, so the residuals
+    check does not compare it."""
+    return bool(jnp.issubdtype(r.dtype, jnp.integer))
 
 
 def residual_difference(
@@ -64,7 +75,33 @@ def residual_difference(
         if match is not None:
             extra[key] -= 1
             missing[match] -= 1
+    # An input given another shape (``x[None]``, ``bs[:, None, :]``) before the code that keeps it
+    # is the same data: a reshaped or broadcast value of an input's dtype and size matches it.
+    for key in sorted((k for k in extra.elements() if k[2] in RESHAPES), key=str):
+        match = next(
+            (
+                m
+                for m in sorted(+missing, key=str)
+                if m[0] == "argument" and _dtype_and_size(m[1]) == _dtype_and_size(key[1])
+            ),
+            None,
+        )
+        if match is not None:
+            extra[key] -= 1
+            missing[match] -= 1
     return +extra, +missing
+
+
+#: Primitives that give a value another shape without computing: their output, kept where the
+#: reference keeps an input of the same dtype and size, is that input.
+RESHAPES = frozenset({"reshape", "broadcast_in_dim", "expand_dims", "squeeze"})
+
+
+def _dtype_and_size(type_str: str) -> tuple[str, int]:
+    """``"f32[1,3]"`` -> ``("f32", 3)``: the dtype and the number of elements."""
+    dtype, _, dims = type_str.partition("[")
+    sizes = [int(d) for d in dims.rstrip("]").split(",") if d.strip()]
+    return dtype, math.prod(sizes)
 
 
 def same_arrays(mine: Residuals, theirs: Residuals) -> bool:

@@ -22,6 +22,8 @@ import collections
 import dataclasses
 from typing import Any
 
+import jax.numpy as jnp
+
 from examples.problems._spec import Problem
 from examples.tools.jaxprs import (
     RematSite,
@@ -71,9 +73,22 @@ def work_outside_checkpoints(jaxpr: Any) -> collections.Counter[str]:
         if subs:
             for sub in subs:
                 found.update(work_outside_checkpoints(sub))
-        elif eqn.primitive.name not in _NOT_WORK:
+        elif eqn.primitive.name not in _NOT_WORK and not _index_arithmetic(eqn):
             found[eqn.primitive.name] += 1
     return found
+
+
+def _index_arithmetic(eqn: Any) -> bool:
+    """Whether every output of ``eqn`` is an integer or boolean value: a loop counter
+    (``fori_loop`` adds one to its index outside the learner's body), a comparison or an index,
+    which carries no gradient and which no checkpoint is there to recompute."""
+    avals = [getattr(v, "aval", None) for v in eqn.outvars]
+    return bool(avals) and all(
+        a is not None
+        and hasattr(a, "dtype")
+        and (jnp.issubdtype(a.dtype, jnp.integer) or jnp.issubdtype(a.dtype, jnp.bool_))
+        for a in avals
+    )
 
 
 def work_in_scan_bodies_outside_checkpoints(jaxpr: Any) -> collections.Counter[str]:

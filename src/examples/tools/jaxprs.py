@@ -25,6 +25,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import functools
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -232,7 +233,9 @@ JIT_PRIMITIVES = frozenset({"pjit", "jit"})
 
 def _eval_inlining_jit(jaxpr: Any, consts: Any, args: Any) -> list[Any]:
     """Evaluate ``jaxpr`` equation by equation, as ``jax.core.eval_jaxpr`` does, except that a
-    ``jit`` equation is evaluated through its own jaxpr, inline, instead of being bound."""
+    ``jit`` equation is evaluated through its own jaxpr, inline, instead of being bound, and a
+    checkpoint (either implementation) is applied again, with its policy and ``prevent_cse``, to
+    its own jaxpr evaluated the same way: a ``jit`` inside a checkpoint is inlined too."""
     env: dict[Any, Any] = {}
 
     def read(atom: Any) -> Any:
@@ -247,6 +250,10 @@ def _eval_inlining_jit(jaxpr: Any, consts: Any, args: Any) -> list[Any]:
         inner = eqn.params.get("jaxpr")
         if eqn.primitive.name in JIT_PRIMITIVES and isinstance(inner, ClosedJaxpr):
             outs = _eval_inlining_jit(inner.jaxpr, inner.consts, invals)
+        elif (again := _checkpoint_to_apply_again(eqn)) is not None:
+            body_jaxpr, policy, prevent_cse = again
+            body = functools.partial(_eval_body, body_jaxpr)
+            outs = jax.checkpoint(body, policy=policy, prevent_cse=prevent_cse)(*invals)
         else:
             outs = compat.bind_equation(eqn, invals)
             if not eqn.primitive.multiple_results:
@@ -256,9 +263,37 @@ def _eval_inlining_jit(jaxpr: Any, consts: Any, args: Any) -> list[Any]:
     return [read(v) for v in jaxpr.outvars]
 
 
+def _checkpoint_to_apply_again(eqn: Any) -> tuple[Any, Any, Any] | None:
+    """``(jaxpr, policy, prevent_cse)`` of a checkpoint equation (either implementation) whose
+    jaxpr takes every value as an argument, flat, as the equation does; else ``None``."""
+    params = eqn.params
+    if {"jaxpr", "policy", "prevent_cse"} <= set(params):  # remat2
+        jaxpr, policy, prevent_cse = params["jaxpr"], params["policy"], params["prevent_cse"]
+    else:  # jax_remat3: the parameter is an object that holds them
+        held = next((v for v in params.values() if _remat3_parts(v) is not None), None)
+        if held is None:
+            return None
+        # jax 0.10's remat3 keeps no prevent_cse (its barrier is always there).
+        jaxpr, policy, prevent_cse = held.jaxpr, held.policy, getattr(held, "prevent_cse", True)
+    if isinstance(jaxpr, ClosedJaxpr):
+        if jaxpr.consts:
+            return None
+        jaxpr = jaxpr.jaxpr
+    if not isinstance(jaxpr, jex_core.Jaxpr) or jaxpr.constvars:
+        return None
+    if len(jaxpr.invars) != len(eqn.invars) or len(jaxpr.outvars) != len(eqn.outvars):
+        return None
+    return jaxpr, policy, prevent_cse
+
+
+def _eval_body(jaxpr: Any, *args: Any) -> list[Any]:
+    return _eval_inlining_jit(jaxpr, [], list(args))
+
+
 def jit_inlined(fn: Callable[..., Any], *args: Any) -> Callable[..., Any]:
     """``fn`` as a function of arguments shaped like ``args``, with every ``jax.jit`` inside it
-    (at any depth outside other transformations) evaluated inline.
+    evaluated inline, at any depth outside other transformations and inside checkpoints (a
+    jitted function that a checkpoint wraps: the checkpoint is applied again around its body).
 
     What a jitted function keeps for its backward pass is listed as the outputs of the jitted
     function; inlined, the listing names the values inside it. Unlike ``jax.disable_jit()``,

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 from examples.tools.display import Table, format_bytes
 from examples.tools.measure import compiled_stats
 from examples.tools.models import scan_loss
+from examples.tools.residuals import saved_residuals
 from examples.tutorial.compiled import Params, dense_relu, mlp_inputs, relation
 from examples.tutorial.traced import composition_variants
 
@@ -95,14 +96,29 @@ def nested_table(rows: list[NestedRow]) -> Table:
     )
 
 
-def nested_facts(rows: list[NestedRow], depth: int) -> dict[str, Any]:
+def activations_per_layer(
+    layer: Callable[[jax.Array, Params], jax.Array] = dense_relu, batch: int = 4, width: int = 8
+) -> int:
+    """How many values of the activations' shape one ``layer`` keeps for its backward pass, its
+    input among them (:func:`dense_relu`: the input, for the weight's gradient, and the ReLU's
+    derivative)."""
+    params, x = mlp_inputs(depth=1, batch=batch, width=width)
+    one_layer = jax.tree.map(lambda p: p[0], params)
+    kept = saved_residuals(lambda h, p: jnp.sum(layer(h, p)), x, one_layer)
+    return sum(r.shape == x.shape for r in kept)
+
+
+def nested_facts(rows: list[NestedRow], depth: int, per_layer: int = 1) -> dict[str, Any]:
     """Figures for the nested-scan prose: the group of about sqrt(depth) layers against the
-    checkpointed flat scan."""
+    checkpointed flat scan, and the group size that L/G + rG activations favours, with ``r =
+    per_layer`` (:func:`activations_per_layer`)."""
     flat = next(r for r in rows if r.name == "flat scan, jax.checkpoint(body)")
     root = math.isqrt(depth)
     nested = next(r for r in rows if r.group == root)
     best = min((r for r in rows if r.group is not None), key=lambda r: r.temp_bytes)
     return {
+        "nested_per_layer": per_layer,
+        "nested_predicted_group": f"{math.sqrt(depth / per_layer):.1f}",
         "nested_depth": depth,
         "nested_group": root,
         "nested_flat_temp": format_bytes(flat.temp_bytes),
