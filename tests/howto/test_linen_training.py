@@ -384,16 +384,14 @@ def test_a_shared_weight_goes_in_a_broadcast_collection_of_its_own():
             w = self.param("w", nn.initializers.ones, (h.shape[-1], h.shape[-1]))
             return jnp.tanh(h @ w) * shared, None
 
-    def stack(broadcast):
-        return nn.scan(
-            nn.remat(Layer),
-            variable_axes={"params": 0},
-            variable_broadcast=broadcast,
-            split_rngs={"params": True},
-            length=3,
-        )
-
+    stack = nn.scan(
+        nn.remat(Layer),
+        variable_axes={"params": 0},
+        variable_broadcast="shared",
+        split_rngs={"params": True},
+        length=3,
+    )
     x = jnp.ones((2, 4))
-    variables = stack("shared")().init(jax.random.key(0), x, None)
+    variables = stack().init(jax.random.key(0), x, None)
     assert variables["params"]["w"].shape == (3, 4, 4)  # stacked, one per layer
     assert variables["shared"]["w"].shape == (4,)  # one, shared

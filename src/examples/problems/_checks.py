@@ -366,9 +366,10 @@ def standard_checks(problem: Problem, fn: Callable[..., Any], prepared: Prepared
             )
             for s in placed
         ]
+        nested = any(s.depth > 0 for s in placed)
         for site, (ok, detail) in zip(placed, results, strict=True):
             if not ok:
-                if site.depth > 0 or len(placed) > 1:
+                if nested:
                     where = "inner" if site.depth > 0 else "outer"
                     detail += (
                         f" (judged on the {where} of the nested checkpoints around the products; "

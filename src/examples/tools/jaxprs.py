@@ -105,11 +105,13 @@ def remat_parts(eqn: Any) -> tuple[Any, Any] | None:
     # remat2 (and any renamed successor) carries these three parameters together; nothing else does.
     if {"jaxpr", "policy", "prevent_cse"} <= set(params):
         return params["jaxpr"], params["policy"]
-    for value in params.values():
-        parts = _remat3_parts(value)
-        if parts is not None:
-            return parts
-    return None
+    held = _remat3_value(eqn)
+    return None if held is None else _remat3_parts(held)
+
+
+def _remat3_value(eqn: Any) -> Any | None:
+    """The remat3 ``RematTraced`` object among ``eqn``'s parameters, else ``None``."""
+    return next((v for v in eqn.params.values() if _remat3_parts(v) is not None), None)
 
 
 def is_remat(eqn: Any) -> bool:
@@ -266,15 +268,13 @@ def _eval_inlining_jit(jaxpr: Any, consts: Any, args: Any) -> list[Any]:
 def _checkpoint_to_apply_again(eqn: Any) -> tuple[Any, Any, Any] | None:
     """``(jaxpr, policy, prevent_cse)`` of a checkpoint equation (either implementation) whose
     jaxpr takes every value as an argument, flat, as the equation does; else ``None``."""
-    params = eqn.params
-    if {"jaxpr", "policy", "prevent_cse"} <= set(params):  # remat2
-        jaxpr, policy, prevent_cse = params["jaxpr"], params["policy"], params["prevent_cse"]
-    else:  # jax_remat3: the parameter is an object that holds them
-        held = next((v for v in params.values() if _remat3_parts(v) is not None), None)
-        if held is None:
-            return None
-        # jax 0.10's remat3 keeps no prevent_cse (its barrier is always there).
-        jaxpr, policy, prevent_cse = held.jaxpr, held.policy, getattr(held, "prevent_cse", True)
+    parts = remat_parts(eqn)
+    if parts is None:
+        return None
+    jaxpr, policy = parts
+    held = _remat3_value(eqn)
+    # Under remat3 the object holds prevent_cse (jax 0.10's holds none: its barrier is always on).
+    prevent_cse = eqn.params["prevent_cse"] if held is None else getattr(held, "prevent_cse", True)
     if isinstance(jaxpr, ClosedJaxpr):
         if jaxpr.consts:
             return None
