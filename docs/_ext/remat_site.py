@@ -8,6 +8,7 @@
   build machine (see :func:`examples.tools.paths.scrub_paths`).
 - The 404 page's links work from any depth (absolute, under the path the site is served from).
 - Pages do not download Font Awesome's 1.5 MB script, which only adds custom icons.
+- ``sitemap.xml`` lists every page after an incremental build too, in one order.
 """
 
 from __future__ import annotations
@@ -135,7 +136,43 @@ def drop_fontawesome_js(app: Sphinx, exception: Exception | None) -> None:
         )
 
 
+def complete_sitemap(app: Sphinx, exception: Exception | None) -> None:
+    """Give sphinx-sitemap every page, not only those this run wrote, sorted.
+
+    sphinx-sitemap collects a link as each page is written, so after an incremental build (the
+    author's loop) its ``sitemap.xml`` listed only the re-written pages. This runs just before it
+    (priority 499): it takes the links collected, adds every other document of the project the
+    way sphinx-sitemap names it, and hands them back in sorted order, so two builds of one commit
+    write the same file.
+    """
+    if exception is not None or app.builder.format != "html":
+        return
+    links = getattr(app.env.app, "sitemap_links", None)  # sphinx-sitemap's queue
+    if links is None:
+        return
+    import queue
+
+    import sphinx_sitemap
+
+    collected = []
+    while True:
+        try:
+            collected.append(links.get_nowait())
+        except queue.Empty:
+            break
+    for docname in sorted(app.env.found_docs):
+        sphinx_sitemap.add_html_link(app, docname, None, {}, None)  # skips sitemap_excludes
+    while True:
+        try:
+            collected.append(links.get_nowait())
+        except queue.Empty:
+            break
+    for link in sorted(set(collected), key=lambda item: item[0]):
+        links.put(link)
+
+
 def setup(app: Sphinx) -> dict[str, object]:
+    app.connect("build-finished", complete_sitemap, priority=499)
     app.connect("doctree-read", scrub_outputs)
     app.connect("doctree-resolved", absolute_links_on_404)
     app.connect("build-finished", drop_fontawesome_js)

@@ -210,6 +210,21 @@ def test_compiled_memory_claims(measured):
     assert facts["x_temp_relation"].endswith(("as", "than"))
 
 
+@pytest.mark.skipif(
+    not hasattr(train_step, "lower"), reason="nnx.jit's lower() came with Flax 0.11"
+)
+def test_measure_reads_what_nnx_jit_lower_compile_reads(measured):
+    # The page shows train_step.lower(...).compile() on real arrays, then nx.measure's table,
+    # built from shapes alone: both must be the same compiled program's figures.
+    model = page_model("loop remat")()
+    compiled = train_step.lower(model, nx.optimizer_for(model), make_batch()).compile()
+    cost = compat.cost_analysis(compiled)  # one dict on every release
+    step = measured["loop remat"].step
+    assert compiled.memory_analysis().temp_size_in_bytes == step.temp_bytes
+    assert cost is not None
+    assert cost["flops"] == step.flops
+
+
 def test_what_each_scanned_body_returns():
     layers, blocks = nx.CONFIG.layers, ScannedTransformer(rngs=nnx.Rngs(0)).blocks
     weights = sum(a.nbytes for a in jax.tree.leaves(nnx.state(blocks, nnx.Param)))
