@@ -108,9 +108,26 @@ def _remat3_turns_nothing_saveable_into_no_policy() -> bool:
     return site.policy is None
 
 
+def _remat3_keeps_no_tanh_that_a_function_policy_asks_for() -> bool:
+    """Whether a function policy that saves every ``tanh`` output keeps none under remat3 (its
+    rules ask a policy only about products and names, or, on some releases, never). Found by
+    listing what it keeps."""
+
+    def keep_tanh(prim, *_, **__):
+        return prim.name == "tanh"
+
+    with remat3(True):
+        f = jax.checkpoint(lambda x: jnp.tanh(jnp.tanh(x)), policy=keep_tanh)
+        kept = saved_residuals(f, jnp.ones(3)).excluding_arguments()
+    return len(kept) == 0
+
+
 #: What ``expect under remat3 if BEHAVIOUR:`` may name: the ways jax_remat3 has differed from
 #: remat2 on some release, each detected on the installed one.
 REMAT3_BEHAVIOURS = {
+    "a function policy is not asked about tanh": (
+        _remat3_keeps_no_tanh_that_a_function_policy_asks_for
+    ),
     "it ignores function policies": remat3_ignores_function_policies,
     "everything_saveable keeps only names": _remat3_keeps_only_names_under_everything_saveable,
     "it turns nothing_saveable into no policy": _remat3_turns_nothing_saveable_into_no_policy,

@@ -193,5 +193,11 @@ def test_megatron_selective_keeps_the_products_and_recomputes_the_attention_core
         assert row.flops < full.flops, row.label  # the kept products are not recomputed
     # The three writings keep the same values on the MaxText-named block.
     assert len({row.per_layer_bytes for row in selective}) == 1
+    # Megatron's own choice keeps more of the layer (norms, the MLP's activation) than they do,
+    # still no sequence-by-sequence value, and so recomputes less than they do.
+    core = rows[el.ALL_BUT_CORE]
+    assert not core.keeps_seq_by_seq
+    assert selective[0].per_layer_bytes < core.per_layer_bytes < keep_all.per_layer_bytes
+    assert core.flops < selective[0].flops
     table = el.selective_table(list(rows.values()))
     assert table.column("FLOPs vs full")[0] == "1.00×"

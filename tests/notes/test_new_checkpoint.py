@@ -34,6 +34,13 @@ def test_old_environment_variable_changes_nothing():
     assert "remat2" in prims  # the child did trace a checkpoint: the comparison means something
 
 
+def test_an_absl_command_line_with_the_old_flag_stops_and_a_live_flag_runs():
+    stopped = m.old_absl_flag_effect("--jax_new_checkpoint=False")
+    assert stopped.startswith("exit status 1:")
+    assert "Unknown command line flag 'jax_new_checkpoint'" in stopped
+    assert m.old_absl_flag_effect("--jax_enable_x64=True") == "ran, jax_enable_x64 = True"
+
+
 def test_checkpoint_dots_is_dots_saveable():
     policies = jax.checkpoint_policies
     assert policies.checkpoint_dots is policies.dots_saveable

@@ -19,7 +19,7 @@ from examples.notes import new_checkpoint as m
 from examples.notes import remat3 as n
 from examples.notes.remat3_check import _remat3_rule_exists, flag_available, remat3_flag
 from examples.reference import releases
-from examples.tools import jaxprs
+from examples.tools import compat, jaxprs
 
 pytestmark = pytest.mark.skipif(
     not flag_available(), reason=f"jax {jax.__version__} has no jax_remat3 flag"
@@ -190,6 +190,25 @@ def test_custom_remat_is_only_in_the_release_the_page_names():
     assert hasattr(jax, "custom_remat") is (jax.__version__ == "0.11.2")
     if hasattr(jax, "custom_remat"):  # the page: its docstring says it needs jax_remat3
         assert "``jax_remat3`` implementation" in " ".join(jax.custom_remat.__doc__.split())
+
+
+def test_defremat_is_the_custom_rule_of_jax_0_12_and_needs_both_flags():
+    # The page: jax 0.12 has custom_vjp.defremat; before it, sin_keeping_its_cosine says so.
+    assert n.custom_rule_available() is (compat.jax_version() >= (0, 12))
+    if not n.custom_rule_available():
+        with pytest.raises(NotImplementedError, match=r"no jax\.custom_vjp\.defremat"):
+            n.sin_keeping_its_cosine()
+        return
+    before = (jax.config.jax_custom_vjp3, jax.config.jax_remat3)
+    runs = {r.setting: r for r in n.custom_rule_runs()}
+    assert (jax.config.jax_custom_vjp3, jax.config.jax_remat3) == before  # both put back
+    off, vjp3, both, plain = runs.values()
+    assert off.gradient_error is None
+    assert "requires the jax_custom_vjp3" in off.kept
+    assert vjp3.kept == "1 × f32[3] argument x"  # the checkpoint ignores the rule
+    assert both.kept == plain.kept == "2 × f32[3] output of cos"  # the rule decides
+    for run in (vjp3, both, plain):
+        assert run.gradient_error < 1e-6, run.setting
 
 
 def test_release_table_reads_the_records():

@@ -169,3 +169,21 @@ def test_dots_saveable_keeps_the_batched_product_and_the_no_batch_policy_does_no
         "f32[6,4]",
     ]
     assert [t for p, t in _computed(plain_only, w1, xs) if p == "dot_general"] == ["f32[6,4]"]
+
+
+def test_the_policy_object_keeps_the_products_under_either_implementation():
+    # The page: passing JAX's dots policy object keeps the products under jax_remat3 too, on
+    # every release of the matrix that has the flag.
+    from examples.tools.jaxprs import remat3, remat3_available
+
+    def two_products(w, x):
+        return jnp.sum(jnp.sin(jnp.sin(x @ w) @ w))
+
+    f = jax.checkpoint(two_products, policy=DOTS)
+    w, x = jnp.ones((3, 3)), jnp.ones((2, 3))
+    kept = [r.primitive for r in saved_residuals(f, w, x).excluding_arguments()]
+    assert kept == ["dot_general", "dot_general"]
+    if remat3_available():
+        with remat3(True):
+            kept = [r.primitive for r in saved_residuals(f, w, x).excluding_arguments()]
+        assert kept == ["dot_general", "dot_general"]

@@ -47,6 +47,19 @@ def test_a_list_change_names_what_was_added_and_removed(record):
     assert change.what == "added `c`; removed `a`"
 
 
+def test_a_difference_row_never_shows_two_equal_cells(record):
+    # Two lists of names of one length print alike as counts; the row says which names differ.
+    here = copy.deepcopy(record["facts"])
+    here["policy_names"] = ["a", "b"]
+    series = _series(record, [("0.6.2", ("policy_names", ["a", "c"]))])
+    table = release_table.differences(series, here)
+    (row,) = [r for r in table.rows if r[0].startswith("names in `jax.checkpoint_policies`")]
+    assert row[2] == "2 names: also `c`; not `b`"
+    assert row[3] == "2 names"
+    for row in release_table.differences(releases.load_all(), here).rows:
+        assert row[2] != row[3], row
+
+
 def test_tables_cover_every_fact_and_release(record):
     series = _series(record, [("0.6.2", ("remat3", None)), ("0.7.2", ("remat3", "hi"))])
     table = release_table.facts_table(series)

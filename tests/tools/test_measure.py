@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import jax.numpy as jnp
 import pytest
 
@@ -65,6 +67,24 @@ def test_interleaved_timing_gives_every_step_a_median_and_a_spread():
     assert calls == ["a", "a", "b", "b", *(label for r in rounds for label in r)]
     with pytest.raises(ValueError, match="at least"):
         measure.time_interleaved({"a": step("a")}, jnp.ones(2), repeats=2)
+
+
+def test_before_each_runs_before_every_timed_call_and_outside_its_time():
+    calls = []
+
+    def slow_setup():
+        calls.append("setup")
+        time.sleep(0.02)
+
+    def step(x):
+        calls.append("step")
+        return x
+
+    times = measure.time_interleaved(
+        {"a": step}, jnp.ones(2), repeats=7, warmup=1, before_each=slow_setup
+    )
+    assert calls == ["step", *["setup", "step"] * 7]  # not before the warm-up call
+    assert times["a"].max_s < 0.02  # the setup's sleep is not in the time
 
 
 def test_step_times_are_taken_in_interleaved_rounds():

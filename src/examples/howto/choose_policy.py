@@ -359,8 +359,14 @@ def flash_table() -> Table:
 
 
 def kernel_runs(loss: Callable[..., jax.Array], *args: jax.Array) -> list[str]:
-    """The names of the ``pallas_call`` kernels in ``jax.grad(loss)``, in program order."""
-    jaxpr = jax.make_jaxpr(jax.grad(loss, argnums=tuple(range(len(args)))))(*args)
+    """The names of the ``pallas_call`` kernels in a training step's ``jax.value_and_grad(loss)``,
+    in program order.
+
+    The step returns the loss, as training steps do: under ``jax.grad`` alone the forward pass of
+    a checkpointed kernel computes a value nothing reads, and JAX's dead-code elimination drops it.
+    """
+    step = jax.value_and_grad(loss, argnums=tuple(range(len(args))))
+    jaxpr = jax.make_jaxpr(step)(*args)
     return [
         compat.pallas_kernel_name(eqn)
         for eqn, _ in walk(jaxpr)

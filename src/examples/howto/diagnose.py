@@ -38,7 +38,6 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Literal
 
 import jax
-from jax.extend import core as jex_core
 
 from examples.tools import jaxprs
 from examples.tools.display import Table, format_bytes
@@ -48,7 +47,12 @@ from examples.tools.policy_calls import (
     policy_names,
     wants_unbatched_dots,
 )
-from examples.tools.residuals import Residuals, saved_residuals
+from examples.tools.residuals import (
+    Residuals,
+    checkpoint_function,
+    checkpoint_residuals,
+    saved_residuals,
+)
 
 P = jax.checkpoint_policies
 Level = Literal["warning", "note"]
@@ -336,14 +340,11 @@ def _check(
 def _listings(site: jaxprs.RematSite) -> tuple[Residuals, Residuals, Residuals] | Exception:
     """What the checkpointed function keeps under its policy, under ``nothing_saveable``, and
     without a checkpoint; or the error that stopped JAX from saying."""
-    inner = site.jaxpr
-    closed = inner if isinstance(inner, jaxprs.ClosedJaxpr) else jaxprs.ClosedJaxpr(inner, ())
-    fn = jex_core.jaxpr_as_fun(closed)
-    avals = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in closed.in_avals]
     try:
+        fn, avals = checkpoint_function(site)
         return (
-            saved_residuals(jax.checkpoint(fn, policy=site.policy), *avals),
-            saved_residuals(jax.checkpoint(fn, policy=P.nothing_saveable), *avals),
+            checkpoint_residuals(site),
+            checkpoint_residuals(site, P.nothing_saveable),
             saved_residuals(fn, *avals),
         )
     except Exception as error:

@@ -226,9 +226,10 @@ def arrays(listing: Residuals) -> list[str]:
 # --- Megatron-LM ---------------------------------------------------------------------------------
 
 #: Megatron-LM's ``--recompute-granularity selective`` ("core attention part of the transformer
-#: layer is recomputed", the help text in ``megatron/training/arguments.py``), rebuilt three ways
-#: on the MaxText-named block: attention's scores and weights are not named there, so every one
-#: of these keeps the projections and recomputes the attention core.
+#: layer is recomputed", the help text in ``megatron/training/arguments.py``) written with JAX's
+#: named policies on the MaxText-named block: attention's scores and weights are not named there,
+#: so every one of these keeps the projections and recomputes the attention core, and with it
+#: the norms and the MLP's activation, which Megatron keeps (see :func:`all_but_attention_core`).
 MEGATRON_SELECTIVE = {
     "dots_with_no_batch_dims_saveable": P.dots_with_no_batch_dims_saveable,
     "save_only_these_names(projections)": P.save_only_these_names(
@@ -236,6 +237,28 @@ MEGATRON_SELECTIVE = {
     ),
     'save_any_names_but_these("context")': P.save_any_names_but_these("context"),
 }
+
+#: The label of :func:`all_but_attention_core`'s row in :func:`selective_rows`.
+ALL_BUT_CORE = "all_but_attention_core(seq): a policy function"
+
+
+def all_but_attention_core(seq: int) -> Callable[..., bool]:
+    """Megatron's ``selective`` itself: keep every value but the attention core's.
+
+    A policy sees each operation's primitive, its inputs' shapes and its parameters, not the
+    module it belongs to, so the core is found by shape: a batched product (the scores and the
+    product with the values), an operation on a sequence-by-sequence value (scale, softmax) and
+    a broadcast to one. Everything else (norms, projections, the MLP's activation) is kept.
+    """
+
+    def policy(prim: Any, *avals: Any, **params: Any) -> bool:
+        if prim.name == "dot_general" and any(params["dimension_numbers"][1]):
+            return False  # a product with batch dimensions
+        if any(getattr(a, "shape", ())[-2:] == (seq, seq) for a in avals):
+            return False  # computed from a sequence-by-sequence value
+        return tuple(params.get("shape", ()))[-2:] != (seq, seq)  # not broadcast to one
+
+    return policy
 
 
 @dataclasses.dataclass(frozen=True)
@@ -251,7 +274,8 @@ class SelectiveRow:
 
 def selective_rows(cfg: Config) -> list[SelectiveRow]:
     """Megatron's two granularities as JAX policies: ``full`` (``nothing_saveable``), the three
-    writings of ``selective``, and for contrast keeping everything, each on one layer and in the
+    named-policy writings of ``selective``, the policy function that keeps all but the attention
+    core, and for contrast keeping everything, each on one layer and in the
     scanned step. A value counts as sequence by sequence by its last two dimensions, so the
     sequence must differ from the width."""
     if cfg.seq == cfg.width:
@@ -262,6 +286,7 @@ def selective_rows(cfg: Config) -> list[SelectiveRow]:
     policies = {
         "full: nothing_saveable": P.nothing_saveable,
         **MEGATRON_SELECTIVE,
+        ALL_BUT_CORE: all_but_attention_core(cfg.seq),
         "keep all: everything_saveable": P.everything_saveable,
     }
     for label, policy in policies.items():

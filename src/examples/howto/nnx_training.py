@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
@@ -42,7 +42,7 @@ from examples.howto.flax_steps import (
 )
 from examples.tools.display import Table, format_bytes
 from examples.tools.jaxprs import walk
-from examples.tools.measure import Timing, compiled_stats, time_call
+from examples.tools.measure import Timing, compiled_stats, time_interleaved
 from examples.tools.models import Config, rms_norm
 
 __all__ = ["CONFIG", "VOCAB", "barrier_facts", "make_batch", "measured_table", "step_facts"]
@@ -358,12 +358,20 @@ def _nbytes(aval: Any) -> int:
 # --- tracing and compiling time ---------------------------------------------------------------
 
 
-def lowering_time(make_model: Callable[[], nnx.Module], repeats: int = 7) -> Timing:
-    """Seconds to trace the training step and lower it to XLA's input, with a fresh ``nnx.jit``
-    each time (so that no cache answers)."""
-    model, optimizer = abstract(make_model)
+def lowering_times(
+    makers: Mapping[str, Callable[[], nnx.Module]], repeats: int = 7
+) -> dict[str, Timing]:
+    """Seconds to trace each model's training step and lower it to XLA's input, the models in
+    turns (:func:`~examples.tools.measure.time_interleaved`): each call a fresh ``nnx.jit``,
+    after ``jax.clear_caches()`` (outside the time), so that no cache of NNX's or JAX's answers
+    and every figure is a first trace."""
+    abstracts = {name: abstract(make) for name, make in makers.items()}
     batch = make_batch()
-    return time_call(lambda: nnx.jit(step).lower(model, optimizer, batch), repeats=repeats)
+    fns = {
+        name: (lambda m=model, o=optimizer: nnx.jit(step).lower(m, o, batch))
+        for name, (model, optimizer) in abstracts.items()
+    }
+    return time_interleaved(fns, repeats=repeats, before_each=jax.clear_caches)
 
 
 def outputs_table(rows: dict[str, ScanOutputs], listed: int = 10) -> Table:

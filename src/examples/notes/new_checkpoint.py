@@ -66,6 +66,29 @@ def old_environment_variable_effect() -> str:
     return done.stdout.strip()
 
 
+def old_absl_flag_effect(flag: str = "--jax_new_checkpoint=False") -> str:
+    """Start a program that parses its command line with absl, as JAX's config can, with ``flag``.
+
+    The child calls ``jax.config.config_with_absl()`` and ``absl.app.run``; it prints a line if it
+    runs, and absl prints why it stops if it does not. Returns that line.
+    """
+    child = (
+        "import jax\n"
+        "from absl import app\n"
+        "jax.config.config_with_absl()\n"
+        "app.run(lambda argv: print('ran, jax_enable_x64 =', jax.config.jax_enable_x64))\n"
+    )
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    done = subprocess.run(
+        [sys.executable, "-c", child, flag], env=env, capture_output=True, text=True, timeout=120
+    )
+    if done.returncode == 0:
+        return done.stdout.strip()
+    lines = [line for line in done.stderr.strip().splitlines() if "Flags parsing error" in line]
+    last = lines[-1] if lines else done.stderr.strip().splitlines()[-1]
+    return f"exit status {done.returncode}: " + scrub_paths(last.strip())
+
+
 def remat_primitive_names() -> list[str]:
     """The primitives ``jax.grad(jax.checkpoint(sin))`` traces to in this process."""
     jaxpr = jax.make_jaxpr(jax.grad(jax.checkpoint(jnp.sin)))(1.0)

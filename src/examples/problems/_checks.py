@@ -12,13 +12,16 @@ problem here checks the *structure* of the learner's function:
   (:func:`examples.tools.jaxprs.remat_sites`);
 - ``policy``: the policy of each checkpoint found there is the required one, compared by identity
   or equality and by behaviour (what it keeps on a probe function with and without batch
-  dimensions, and with values named with the problem's names and with another);
+  dimensions, and with values named with the problem's names and with another, then on the
+  learner's own checkpointed function: :func:`own_function_policy`);
 - ``residuals``: what ``jax.vjp`` of the learner's function keeps (from
   :func:`examples.tools.residuals.saved_residuals`) is exactly what the reference solution keeps:
   the same multiset of (primitive or ``checkpoint_name`` name, shape, dtype), arguments by
   shape and dtype. Where the problem leaves code outside the checkpoint (a loss after a scan),
   a value kept there may be computed otherwise at the same shape and dtype (``h * h`` keeps
-  ``h`` where ``h ** 2`` keeps ``2h``): that passes, and the line says what differs.
+  ``h`` where ``h ** 2`` keeps ``2h``), and more broadly the check passes when the learner's
+  checkpoints, each on its own, keep what the reference's keep (:func:`checkpoints_keep`): the
+  line says what differs, and that it comes from the code outside the checkpoint.
 
 What the reference keeps is worked out by :func:`prepare` before any learner code runs, so a
 solution that changes JAX's configuration cannot change the yardstick.
@@ -28,16 +31,13 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import functools
 import inspect
-import types
 from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.ad_checkpoint import checkpoint_name
 
 from examples.problems._kept import (
     describe_computed,
@@ -51,8 +51,14 @@ from examples.problems._kept import (
     same_arrays,
 )
 from examples.problems._placement import Placement, place
-from examples.tools.jaxprs import remat3, remat3_available, remat3_enabled
-from examples.tools.policy_calls import describe_policy, same_policy
+from examples.problems._policy import (
+    OTHER_NAME,
+    compare_policy,
+    own_function_policy,
+    policy_behaviour,
+    policy_name,
+    remat3_ignores_function_policies,
+)
 
 __all__ = [
     "OTHER_NAME",
@@ -72,125 +78,7 @@ __all__ = [
 ]
 from examples.problems._check_names import CHECK_NAMES
 from examples.problems._spec import Case, Problem
-from examples.tools.residuals import Residuals, saved_residuals
-
-# --- policies -------------------------------------------------------------------------------------
-
-
-def policy_name(policy: Any) -> str:
-    """How a policy reads in the checker's verdicts: the call that made it
-    (``save_only_these_names('hidden')``, ``dots_with_no_batch_dims_saveable``), on any release."""
-    if policy is None:
-        # Under jax_remat3, jax.checkpoint turns nothing_saveable into None before tracing.
-        return "no policy (JAX's default: keep nothing, as nothing_saveable does)"
-    return describe_policy(policy)
-
-
-def _is_plain_function(policy: Any) -> bool:
-    """A policy written as a Python function (not one of JAX's own policy objects)."""
-    return isinstance(policy, types.FunctionType) and not same_policy(
-        policy, jax.checkpoint_policies.everything_saveable
-    )
-
-
-@functools.cache
-def remat3_ignores_function_policies() -> bool:
-    """Whether this JAX's ``jax_remat3`` recomputes everything instead of calling a policy
-    written as a Python function (the releases that read only JAX's own policy objects), found
-    by trying it: a function that wraps ``dots_with_no_batch_dims_saveable`` keeps nothing."""
-    if not remat3_available():
-        return False
-    dots = jax.checkpoint_policies.dots_with_no_batch_dims_saveable
-
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        return dots(*args, **kwargs)
-
-    def f(a: jax.Array, b: jax.Array) -> jax.Array:
-        return jnp.sum(jnp.sin(a @ b))
-
-    a = jnp.ones((2, 3), jnp.float32)
-    with remat3(True):
-        kept = saved_residuals(jax.checkpoint(f, policy=wrapper), a, a.T)
-    return len(kept.excluding_arguments()) == 0
-
-
-#: A name no problem asks for: the probe names a value so, so that a policy that keeps every
-#: named value is told apart from one that keeps only the problem's names.
-OTHER_NAME = "probe_other_name"
-
-
-def _probe(a: jax.Array, b: jax.Array, c: jax.Array, names: tuple[str, ...]) -> jax.Array:
-    """A product without batch dimensions, one with a batch dimension, elementwise work, and one
-    elementwise value named with ``checkpoint_name`` per name in ``names``."""
-    plain = a @ b
-    batched = jnp.einsum("bij,bjk->bik", c, jnp.broadcast_to(b, (c.shape[0], *b.shape)))
-    out = jnp.sum(jnp.sin(plain)) + jnp.sum(jnp.cos(batched))
-    for i, name in enumerate(names):
-        out = out + jnp.sum(jnp.cos(checkpoint_name(jnp.sin(a * (i + 2.0)), name)))
-    return out
-
-
-def policy_behaviour(
-    policy: Any, names: tuple[str, ...] = ()
-) -> tuple[tuple[str, str | None], ...]:
-    """What ``jax.checkpoint(probe, policy=policy)`` keeps: (type, primitive or name) per value.
-
-    The probe has a matrix product without batch dimensions, one with a batch dimension,
-    elementwise functions, and a value named with each of ``names`` and with :data:`OTHER_NAME`,
-    so it tells apart the policies a learner is likely to reach for, names-based ones included.
-    """
-    a = jnp.ones((3, 4), jnp.float32)
-    b = jnp.ones((4, 5), jnp.float32)
-    c = jnp.ones((2, 3, 4), jnp.float32)
-    probe = functools.partial(_probe, names=(*names, OTHER_NAME))
-    listing = saved_residuals(jax.checkpoint(probe, policy=policy), a, b, c)
-    return tuple(sorted((r.type_str, r.detail) for r in listing.excluding_arguments()))
-
-
-def compare_policy(
-    found: Any,
-    required: Any,
-    required_behaviour: tuple[Any, ...] | None = None,
-    names: tuple[str, ...] = (),
-) -> tuple[bool, str]:
-    """Whether ``found`` is the required policy, by identity/equality or by behaviour.
-
-    ``required_behaviour`` is :func:`policy_behaviour` of ``required`` (with the same ``names``),
-    if already known; ``names`` are the problem's ``checkpoint_name`` names.
-    """
-    wanted = policy_name(required)
-    if isinstance(found, str):
-        return False, (
-            f"found the string {found!r}; a policy is an object "
-            f"(jax.checkpoint_policies.{found}), not its name"
-        )
-    if found is None and required is None:
-        return True, wanted
-    if found is not None and required is not None and same_policy(found, required):
-        return True, f"{wanted} (the same policy object)"
-    try:
-        mine = policy_behaviour(found, names)
-        theirs = (
-            policy_behaviour(required, names) if required_behaviour is None else required_behaviour
-        )
-    except Exception as err:  # a hand-written policy that JAX cannot use
-        return False, f"the policy {policy_name(found)} fails on a probe function: {err}"
-    probe = "a probe with batched and unbatched products"
-    if names:
-        probe += f" and values named {', '.join(repr(n) for n in names)} and otherwise"
-    if mine == theirs:
-        return True, (
-            f"{policy_name(found)}: another object, but it keeps exactly what {wanted} keeps on "
-            + probe
-        )
-    detail = f"found {policy_name(found)}; the problem asks for {wanted}"
-    if remat3_enabled() and _is_plain_function(found) and remat3_ignores_function_policies():
-        detail += (
-            " (under jax_remat3, JAX does not call a policy written as a function: it recomputes "
-            "everything, so pass JAX's policy object itself)"
-        )
-    return False, detail
-
+from examples.tools.residuals import Residuals, checkpoint_residuals
 
 # --- numbers --------------------------------------------------------------------------------------
 
@@ -229,6 +117,23 @@ class Prepared:
     reference_names: collections.Counter[tuple[str, str]] = dataclasses.field(
         default_factory=collections.Counter
     )
+    #: what the reference's checkpoints keep on their own (:func:`checkpoints_keep`)
+    reference_checkpoints: collections.Counter[Any] | None = None
+
+
+def checkpoints_keep(found: Placement) -> collections.Counter[Any] | None:
+    """What the checkpoints where the problem wants one keep, each on its own, as one multiset of
+    :func:`~examples.problems._kept.residual_key` (``None`` where there are none, or JAX cannot
+    say). Code outside them (a loss after a scan) does not count here."""
+    if not found.placed:
+        return None
+    total: collections.Counter[Any] = collections.Counter()
+    try:
+        for site in found.placed:
+            total += residual_signature(checkpoint_residuals(site))
+    except Exception:  # an exotic primitive: the whole-function comparison stands alone
+        return None
+    return total
 
 
 def prepare(problem: Problem, seed: int) -> Prepared:
@@ -241,6 +146,9 @@ def prepare(problem: Problem, seed: int) -> Prepared:
         reference_residuals=residual_listing(ref_g, *ref_arrays),
         policy_behaviour=None if required is None else policy_behaviour(required, problem.names),
         reference_names=named_values(ref_g, *ref_arrays),
+        reference_checkpoints=checkpoints_keep(
+            place(problem, jax.make_jaxpr(ref_g)(*ref_arrays).jaxpr)
+        ),
     )
 
 
@@ -366,6 +274,10 @@ def standard_checks(problem: Problem, fn: Callable[..., Any], prepared: Prepared
             )
             for s in placed
         ]
+        results = [
+            own_function_policy(site, problem.required_policy, result)
+            for site, result in zip(placed, results, strict=True)
+        ]
         nested = any(s.depth > 0 for s in placed)
         for site, (ok, detail) in zip(placed, results, strict=True):
             if not ok:
@@ -424,6 +336,21 @@ def standard_checks(problem: Problem, fn: Callable[..., Any], prepared: Prepared
                 f"reference's {describe_computed(theirs)}, computed otherwise (yours "
                 f"{' and '.join(differences)}; outside the checkpoint that is yours to choose) "
                 f"({first.label})"
+            )
+        if (
+            not problem.whole_in_checkpoint
+            and placed_right
+            and prepared.reference_checkpoints is not None
+            and checkpoints_keep(placement()) == prepared.reference_checkpoints
+        ):
+            # The checkpoints, each on its own, keep what the reference's keep: the difference is
+            # in code the problem leaves outside them (the loss after the scan, say).
+            return True, (
+                f"keeps {describe_computed(mine)} where the reference keeps "
+                f"{describe_computed(theirs)}; the checkpoint keeps the same values as the "
+                f"reference's (by primitive, shape and dtype), and the difference (yours "
+                f"{' and '.join(differences)}) comes from the code outside it, which is yours "
+                f"to choose ({first.label})"
             )
         misplaced = (
             "" if placed_right else "; the checkpoint is not where the problem asks (see remat)"

@@ -31,6 +31,7 @@ from examples.tools.jaxprs import (
     count_primitive,
     equation_jaxprs,
     is_remat,
+    live_equations,
     open_jaxpr,
     remat_sites,
     walk,
@@ -124,8 +125,20 @@ def _count(n: int, what: str) -> str:
 
 def place(problem: Problem, jaxpr: Any) -> Placement:
     """Judge the checkpoints of ``jaxpr`` (the learner's function, traced) against ``problem``."""
+    anywhere = remat_sites(jaxpr)
+    jaxpr = live_equations(jaxpr)
     sites = remat_sites(jaxpr)
     where = "in the scan's body" if problem.inside_scan else "around the computation"
+    if anywhere and not sites:
+        return Placement(
+            False,
+            f"there is a checkpoint ({anywhere[0].primitive}), but what it computes is thrown "
+            "away: nothing the function returns is read from it (a model's init inside the "
+            "function, say), so it does nothing for the backward pass; checkpoint the "
+            "computation whose result you return",
+            (),
+            "no checkpoint on what the function returns, so no policy to judge",
+        )
     if not sites:
         return Placement(
             False,

@@ -216,14 +216,21 @@ def show(key: str, value: Any) -> str:
     return f"`{value}`"
 
 
-def _difference(key: str, before: Any, after: Any) -> str:
-    """What changed from ``before`` to ``after``, briefly."""
-    lists_of_names = key not in ("dots_residuals", "tanh_kept", "remat3_points")
-    if isinstance(before, list) and isinstance(after, list) and lists_of_names:
+def _names(key: str, *values: Any) -> bool:
+    """Whether a fact's values are lists of names (shown as counts), not listings."""
+    listings = ("dots_residuals", "tanh_kept", "remat3_points")
+    return key not in listings and all(isinstance(v, list) for v in values)
+
+
+def _difference(
+    key: str, before: Any, after: Any, words: tuple[str, str] = ("added", "removed")
+) -> str:
+    """What changed from ``before`` to ``after``: for names, those in each only, after ``words``."""
+    if _names(key, before, after):
         added = [f"`{n}`" for n in after if n not in before]
         removed = [f"`{n}`" for n in before if n not in after]
-        parts = [f"added {', '.join(added)}"] * bool(added)
-        parts += [f"removed {', '.join(removed)}"] * bool(removed)
+        parts = [f"{words[0]} {', '.join(added)}"] * bool(added)
+        parts += [f"{words[1]} {', '.join(removed)}"] * bool(removed)
         return "; ".join(parts)
     return f"{show(key, before)} → {show(key, after)}"
 
@@ -308,6 +315,12 @@ def facts_table(records: Sequence[dict[str, Any]]) -> Table:
     return Table(["fact", "value (releases)", "changed"], rows, align=_LEFT * 3)
 
 
+def _there(key: str, there: Any, here: Any) -> str:
+    """A release's value; where it and the building JAX's are lists of names, which differ."""
+    changed = _names(key, there, here) and _difference(key, here, there, ("also", "not"))
+    return f"{show(key, there)}: {changed}" if changed else show(key, there)
+
+
 def differences(records: Sequence[dict[str, Any]], here: dict[str, Any]) -> Table:
     """Where a release of the matrix differs from ``here`` (the facts of the JAX that built the
     site): what a reader on that release sees instead of what the pages show."""
@@ -319,7 +332,7 @@ def differences(records: Sequence[dict[str, Any]], here: dict[str, Any]) -> Tabl
                     [
                         fact.cell(),
                         run.releases,
-                        show(fact.key, run.value),
+                        _there(fact.key, run.value, here[fact.key]),
                         show(fact.key, here[fact.key]),
                     ]
                 )

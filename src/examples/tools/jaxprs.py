@@ -136,6 +136,21 @@ class RematSite:
         return count_primitive(self.jaxpr, primitive) if self.jaxpr is not None else 0
 
 
+def live_equations(jaxpr: Any) -> Any:
+    """``jaxpr`` (open) without the equations whose outputs nothing it returns reads, by JAX's own
+    dead-code elimination (``dce_jaxpr``, an internal function; where it is missing or refuses
+    the jaxpr, the jaxpr unchanged). A checkpoint around a value that is thrown away (a model's
+    ``init`` inside the function, say) is gone from the result: it does nothing for a gradient."""
+    jaxpr = open_jaxpr(jaxpr)
+    try:
+        from jax._src.interpreters import partial_eval as pe
+
+        live, _ = pe.dce_jaxpr(jaxpr, [True] * len(jaxpr.outvars), instantiate=True)
+    except Exception:
+        return jaxpr
+    return live
+
+
 def remat_sites(jaxpr: Any, depth: int = 0, within: tuple[str, ...] = ()) -> list[RematSite]:
     """Every checkpoint equation in ``jaxpr`` and the jaxprs nested in its equations."""
     found: list[RematSite] = []

@@ -130,9 +130,11 @@ def time_interleaved(
     *args: Any,
     repeats: int = MIN_REPEATS,
     warmup: int = 2,
+    before_each: Callable[[], Any] | None = None,
 ) -> dict[str, Timing]:
     """Time several functions on ``args`` in turns: after ``warmup`` calls of each, ``repeats``
     rounds that call every function once, the order rotated by one each round.
+    ``before_each``, if given, runs before every timed call, outside the time (to clear a cache).
 
     On a shared machine the load drifts; timing one function after the other would hand each a
     different share of the drift. In turns, each meets the same drift, and each gets a median with
@@ -149,6 +151,8 @@ def time_interleaved(
     for round_ in range(repeats):
         shift = round_ % len(names) if names else 0
         for name in names[shift:] + names[:shift]:
+            if before_each is not None:
+                before_each()
             start = time.perf_counter()
             jax.block_until_ready(fns[name](*args))
             samples[name].append(time.perf_counter() - start)

@@ -188,6 +188,32 @@ def saved_residuals(f: Callable[..., Any], *args: Any, **kwargs: Any) -> Residua
     )
 
 
+_SITE_POLICY: Any = object()
+
+
+def checkpoint_function(site: Any) -> tuple[Callable[..., Any], list[jax.ShapeDtypeStruct]]:
+    """The function one checkpoint of a traced function wraps, and abstract inputs for it.
+
+    ``site`` is an :class:`examples.tools.jaxprs.RematSite`; its jaxpr becomes a function again.
+    """
+    from jax.extend import core as jex_core
+
+    from examples.tools.jaxprs import ClosedJaxpr
+
+    inner = site.jaxpr
+    closed = inner if isinstance(inner, ClosedJaxpr) else ClosedJaxpr(inner, ())
+    avals = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in closed.in_avals]
+    return jex_core.jaxpr_as_fun(closed), avals
+
+
+def checkpoint_residuals(site: Any, policy: Any = _SITE_POLICY) -> Residuals:
+    """What one checkpoint of a traced function keeps on its own, under its policy or ``policy``
+    (:func:`checkpoint_function`, checkpointed again; ``policy=None`` keeps nothing)."""
+    fn, avals = checkpoint_function(site)
+    chosen = site.policy if policy is _SITE_POLICY else policy
+    return saved_residuals(jax.checkpoint(fn, policy=chosen), *avals)
+
+
 def print_residuals(f: Callable[..., Any], *args: Any, **kwargs: Any) -> Residuals:
     """Print what ``print_saved_residuals`` prints, minus machine paths; return the listing."""
     listing = saved_residuals(f, *args, **kwargs)
