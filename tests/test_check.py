@@ -37,7 +37,13 @@ from examples.problems._checks import prepare, remat3_ignores_function_policies
 from examples.problems._kept import residual_difference, residual_listing
 from examples.problems._process import Tally
 from examples.problems._runner import load_solution, run_checks
-from examples.tools.jaxprs import remat3, remat3_available, traced_remat_sites
+from examples.tools.jaxprs import (
+    live_equations,
+    remat3,
+    remat3_available,
+    remat_sites,
+    traced_remat_sites,
+)
 from examples.tools.residuals import saved_residuals
 
 DOTS = jax.checkpoint_policies.dots_with_no_batch_dims_saveable
@@ -122,9 +128,24 @@ def _remat3_keeps_no_tanh_that_a_function_policy_asks_for() -> bool:
     return len(kept) == 0
 
 
+def _remat3_checkpoint_keeps_dead_products() -> bool:
+    """Whether JAX's dead-code elimination leaves a product inside a jax_remat3 checkpoint whose
+    result nothing reads (jax 0.10.2 does; 0.12 removes it). Found by eliminating it."""
+
+    def f(x):
+        _, total = jax.checkpoint(lambda x: (x @ x, jnp.sum(x)))(x)
+        return total
+
+    with remat3(True):
+        jaxpr = jax.make_jaxpr(f)(jnp.ones((2, 2))).jaxpr
+    sites = remat_sites(live_equations(jaxpr))
+    return bool(sites) and sites[0].products > 0
+
+
 #: What ``expect under remat3 if BEHAVIOUR:`` may name: the ways jax_remat3 has differed from
 #: remat2 on some release, each detected on the installed one.
 REMAT3_BEHAVIOURS = {
+    "a checkpoint keeps dead products": _remat3_checkpoint_keeps_dead_products,
     "a function policy is not asked about tanh": (
         _remat3_keeps_no_tanh_that_a_function_policy_asks_for
     ),

@@ -204,6 +204,18 @@ def test_split_rngs_dropout_gives_each_layer_its_own_mask():
     assert len({tuple(np.asarray(m).tolist()) for m in shared}) == 1
     with pytest.raises(flax.errors.InvalidRngError, match='needs PRNG for "dropout"'):
         masks({"params": True})
+    # With a params key passed too, the dropout stream falls back on it: the dropout key is
+    # silently ignored (the page says both).
+    scanned = nn.scan(nn.remat(Mask, static_argnums=(2,)), variable_axes={"params": 0},
+                      split_rngs={"params": True}, in_axes=nn.broadcast, length=4)  # fmt: skip
+    module = scanned()
+    variables = module.init(jax.random.key(0), jnp.zeros(()), True)
+
+    def drawn(dropout_seed):
+        rngs = {"params": jax.random.key(5), "dropout": jax.random.key(dropout_seed)}
+        return np.asarray(module.apply(variables, jnp.zeros(()), True, rngs=rngs)[1])
+
+    np.testing.assert_array_equal(drawn(1), drawn(99))
 
 
 # --- what the page measures -------------------------------------------------------------------
@@ -371,6 +383,20 @@ def test_metadata_params_names_the_stacked_axis():
     specs = lt.scan_partition_specs(layers=3, width=8)
     assert specs["dense"]["kernel"] == jax.sharding.PartitionSpec("layers", None, "model")
     assert specs["dense"]["bias"] == jax.sharding.PartitionSpec()
+    renamed = lt.scan_partition_specs(layers=3, width=8, axis_name="x")
+    assert renamed["dense"]["kernel"] == jax.sharding.PartitionSpec("x", None, "model")
+    # Without metadata_params Flax refuses at init (the page shows the error).
+    with pytest.raises(flax.errors.PartitioningUnspecifiedError):
+        lt.scan_partition_specs(layers=3, width=8, axis_name=None)
+
+
+def test_with_partitioning_names_are_mesh_axes_as_written():
+    # The page: "layers" from nn.with_partitioning is a mesh axis name, used as written; a mesh
+    # without such an axis refuses it.
+    spec = lt.scan_partition_specs(layers=3, width=8)["dense"]["kernel"]
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("model",))
+    with pytest.raises(ValueError, match="layers"):
+        jax.sharding.NamedSharding(mesh, spec)
 
 
 def test_a_shared_weight_goes_in_a_broadcast_collection_of_its_own():

@@ -46,6 +46,16 @@ def test_compare_claims_an_order_only_without_overlap():
     assert slow.compare(noisy) == "within the noise"
 
 
+def test_ranges_that_nearly_touch_are_within_the_noise():
+    # 262-279 ms against 279.4-305 ms: apart by 0.4 ms, which three printed figures hide; an
+    # order needs a gap of SEPARATION (2%) of the faster range's slowest call.
+    fast, close = _timing(0.262, 0.270, 0.279), _timing(0.2794, 0.29, 0.305)
+    assert fast.compare(close) == close.compare(fast) == "within the noise"
+    apart = _timing(0.279 * 1.021, 0.29, 0.305)
+    assert fast.compare(apart) == "faster"
+    assert apart.compare(fast) == "slower"
+
+
 def test_timing_prints_median_and_spread():
     text = str(_timing(0.00102, 0.0011, 0.00131))
     assert text == "1.1 ms (median of 7; 1.02–1.31 ms)"

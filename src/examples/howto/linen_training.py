@@ -176,16 +176,18 @@ class ShardedScanLayer(nn.Module):
         return nn.Dense(self.width, kernel_init=init, name="dense")(x), None
 
 
-def scan_partition_specs(layers: int = 4, width: int = 8) -> Any:
+def scan_partition_specs(layers: int = 4, width: int = 8, axis_name: str | None = "layers") -> Any:
     """The partition specs of ``nn.scan(nn.remat(ShardedScanLayer))`` with ``metadata_params``:
-    the scan's new leading axis is named ``"layers"`` in every annotated parameter."""
+    the scan's new leading axis is named ``axis_name`` in every annotated parameter
+    (``axis_name=None`` leaves ``metadata_params`` out, which Flax refuses at init)."""
+    metadata = {} if axis_name is None else {nn.PARTITION_NAME: axis_name}
     stack = nn.scan(
         nn.remat(ShardedScanLayer, prevent_cse=False),
         variable_axes={"params": 0},
         split_rngs={"params": True},
         in_axes=nn.broadcast,
         length=layers,
-        metadata_params={nn.PARTITION_NAME: "layers"},
+        metadata_params=metadata,
     )
     x = jnp.zeros((2, width))
     variables = jax.eval_shape(lambda: stack(width).init(jax.random.key(0), x, None))

@@ -305,7 +305,7 @@ def policy_table(reports: Sequence[StepReport], baseline: str = "nothing_saveabl
         "policy",
         "temp memory per device",
         f"beyond `{baseline}`",
-        "GFLOP per device",
+        "GFLOP per device (loop body once)",
         "all-gathers fwd / bwd",
         "gathered per step",
         "gathered weights",
@@ -324,7 +324,7 @@ def activation_table(reports: Sequence[StepReport]) -> Table:
         )
         for r in reports
     ]
-    header = ["layer output pinned to", "temp memory per device", "GFLOP per device"]
+    header = ["layer output pinned to", "temp memory per device", "GFLOP (loop body once)"]
     header += ["all-gathers fwd / bwd", "gathered per step"]
     return Table(header, rows)
 

@@ -152,6 +152,19 @@ def constant_residuals() -> dict[str, Residuals]:
     }
 
 
+def constant_compiled_temp() -> dict[str, int]:
+    """XLA's temporary bytes for ``jax.jit(jax.value_and_grad(f))``, ``f`` being
+    :func:`weighted_sum` without and with ``jax.checkpoint``: what the compiled step holds."""
+    out = {}
+    for name, f in [
+        ("no checkpoint", weighted_sum),
+        ("jax.checkpoint", jax.checkpoint(weighted_sum)),
+    ]:
+        compiled = jax.jit(jax.value_and_grad(f)).lower(2.0).compile()
+        out[name] = int(compiled.memory_analysis().temp_size_in_bytes)
+    return out
+
+
 # --- 2d. What the simpler internals made possible ---------------------------------------------
 
 

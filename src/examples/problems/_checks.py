@@ -308,16 +308,18 @@ def standard_checks(problem: Problem, fn: Callable[..., Any], prepared: Prepared
             )
         if not extra and not missing:
             notes = []
-            if residual_signature(mine) != residual_signature(theirs):
+            exact = residual_signature(mine) == residual_signature(theirs)
+            if not exact:
                 notes.append(
-                    "an input given another shape, or a value shown as a nested checkpoint's "
-                    "output, counted as the value it stands for"
+                    "an input given another shape, a value kept in another layout, or a value "
+                    "shown as a nested checkpoint's output, counted as the value it stands for"
                 )
             if any(map(is_index, mine)):
                 notes.append("integer indices, which carry no gradient, not compared")
             said = f" ({'; '.join(notes)})" if notes else ""
+            by = "shape" if exact else "size"
             return True, (
-                f"keeps {describe_computed(mine)}: the same values, by primitive, shape and "
+                f"keeps {describe_computed(mine)}: the same values, by primitive, {by} and "
                 f"dtype, as the reference{said} ({first.label})"
             )
         differences = []

@@ -65,7 +65,9 @@ def residual_difference(
 ) -> tuple[collections.Counter[Any], collections.Counter[Any]]:
     """(kept only by ``mine``, kept only by ``theirs``), compared exactly as multisets of
     :func:`residual_key`. A value that ``mine`` reports as the output of a nested checkpoint
-    matches a value of ``theirs`` of the same kind and type, whatever computed it there."""
+    matches a value of ``theirs`` of the same kind and type, whatever computed it there; a
+    reshaped input matches the input; a computed value in another layout (same primitive or
+    name, dtype and size) matches it."""
     extra = residual_signature(mine) - residual_signature(theirs)
     missing = residual_signature(theirs) - residual_signature(mine)
     for key in sorted((k for k in extra.elements() if k[2] in NESTED_CHECKPOINT_OUTPUTS), key=str):
@@ -83,6 +85,22 @@ def residual_difference(
                 m
                 for m in sorted(+missing, key=str)
                 if m[0] == "argument" and _dtype_and_size(m[1]) == _dtype_and_size(key[1])
+            ),
+            None,
+        )
+        if match is not None:
+            extra[key] -= 1
+            missing[match] -= 1
+    # A computed value kept in another layout (``x[None] @ w`` keeps ``f32[1,3]`` where
+    # ``x @ w`` keeps ``f32[3]``; a transposed pipeline keeps ``f32[3,1]``) is the same value:
+    # the same primitive or name, dtype and number of elements.
+    for key in sorted((k for k in (+extra).elements() if k[0] != "argument"), key=str):
+        match = next(
+            (
+                m
+                for m in sorted(+missing, key=str)
+                if (m[0], m[2]) == (key[0], key[2])
+                and _dtype_and_size(m[1]) == _dtype_and_size(key[1])
             ),
             None,
         )

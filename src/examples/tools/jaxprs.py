@@ -270,7 +270,12 @@ def _eval_inlining_jit(jaxpr: Any, consts: Any, args: Any) -> list[Any]:
         elif (again := _checkpoint_to_apply_again(eqn)) is not None:
             body_jaxpr, policy, prevent_cse = again
             body = functools.partial(_eval_body, body_jaxpr)
-            outs = jax.checkpoint(body, policy=policy, prevent_cse=prevent_cse)(*invals)
+            # Applied again by the implementation that made it, whatever the flag says now (a
+            # function may set jax_remat3 around its own call and put it back).
+            made_by_remat3 = _remat3_value(eqn) is not None
+            same = made_by_remat3 == remat3_enabled()
+            with contextlib.nullcontext() if same else remat3(made_by_remat3):
+                outs = jax.checkpoint(body, policy=policy, prevent_cse=prevent_cse)(*invals)
         else:
             outs = compat.bind_equation(eqn, invals)
             if not eqn.primitive.multiple_results:
