@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from examples.tools.display import Table
+from examples.tools.measure import compiled_stats
 from examples.tools.paths import scrub_paths
 from examples.tools.residuals import Residuals, saved_residuals
 from examples.tutorial.traced import layer, predict
@@ -155,14 +156,10 @@ def constant_residuals() -> dict[str, Residuals]:
 def constant_compiled_temp() -> dict[str, int]:
     """XLA's temporary bytes for ``jax.jit(jax.value_and_grad(f))``, ``f`` being
     :func:`weighted_sum` without and with ``jax.checkpoint``: what the compiled step holds."""
-    out = {}
-    for name, f in [
-        ("no checkpoint", weighted_sum),
-        ("jax.checkpoint", jax.checkpoint(weighted_sum)),
-    ]:
-        compiled = jax.jit(jax.value_and_grad(f)).lower(2.0).compile()
-        out[name] = int(compiled.memory_analysis().temp_size_in_bytes)
-    return out
+    variants = {"no checkpoint": weighted_sum, "jax.checkpoint": jax.checkpoint(weighted_sum)}
+    return {
+        name: compiled_stats(jax.value_and_grad(f), 2.0).temp_bytes for name, f in variants.items()
+    }
 
 
 # --- 2d. What the simpler internals made possible ---------------------------------------------
