@@ -141,9 +141,9 @@ def complete_sitemap(app: Sphinx, exception: Exception | None) -> None:
 
     sphinx-sitemap collects a link as each page is written, so after an incremental build (the
     author's loop) its ``sitemap.xml`` listed only the re-written pages. This runs just before it
-    (priority 499): it takes the links collected, adds every other document of the project the
-    way sphinx-sitemap names it, and hands them back in sorted order, so two builds of one commit
-    write the same file.
+    (priority 499): it adds every document of the project the way sphinx-sitemap names it, takes
+    all the links back without repeats, and hands them back in sorted order, so two builds of one
+    commit write the same file.
     """
     if exception is not None or app.builder.format != "html":
         return
@@ -154,14 +154,9 @@ def complete_sitemap(app: Sphinx, exception: Exception | None) -> None:
 
     import sphinx_sitemap
 
-    collected = []
-    while True:
-        try:
-            collected.append(links.get_nowait())
-        except queue.Empty:
-            break
     for docname in sorted(app.env.found_docs):
         sphinx_sitemap.add_html_link(app, docname, None, {}, None)  # skips sitemap_excludes
+    collected = []
     while True:
         try:
             collected.append(links.get_nowait())

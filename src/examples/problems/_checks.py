@@ -327,7 +327,8 @@ def standard_checks(problem: Problem, fn: Callable[..., Any], prepared: Prepared
             differences.append(f"keeps {describe_keys(extra)} that the reference does not")
         if missing:
             differences.append(f"does not keep {describe_keys(missing)} that the reference keeps")
-        placed_right = placement().ok
+        found = placement()
+        placed_right = found.ok
         if same_arrays(mine, theirs) and not problem.whole_in_checkpoint and placed_right:
             # Code the problem leaves outside the checkpoint (the loss, say) may keep another
             # value of the same shape: h * h keeps h where h ** 2 keeps 2h. Same memory, and not
@@ -343,7 +344,7 @@ def standard_checks(problem: Problem, fn: Callable[..., Any], prepared: Prepared
             not problem.whole_in_checkpoint
             and placed_right
             and prepared.reference_checkpoints is not None
-            and checkpoints_keep(placement()) == prepared.reference_checkpoints
+            and checkpoints_keep(found) == prepared.reference_checkpoints
         ):
             # The checkpoints, each on its own, keep what the reference's keep: the difference is
             # in code the problem leaves outside them (the loss after the scan, say).

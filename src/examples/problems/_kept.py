@@ -70,44 +70,50 @@ def residual_difference(
     name, dtype and size) matches it."""
     extra = residual_signature(mine) - residual_signature(theirs)
     missing = residual_signature(theirs) - residual_signature(mine)
-    for key in sorted((k for k in extra.elements() if k[2] in NESTED_CHECKPOINT_OUTPUTS), key=str):
-        match = next(
-            (m for m in sorted(+missing, key=str) if m[:2] == key[:2] and m[0] == "output"), None
-        )
-        if match is not None:
-            extra[key] -= 1
-            missing[match] -= 1
+    _pair_off(
+        extra,
+        missing,
+        takes=lambda key: key[2] in NESTED_CHECKPOINT_OUTPUTS,
+        matches=lambda key, m: m[:2] == key[:2] and m[0] == "output",
+    )
     # An input given another shape (``x[None]``, ``bs[:, None, :]``) before the code that keeps it
     # is the same data: a reshaped or broadcast value of an input's dtype and size matches it.
-    for key in sorted((k for k in extra.elements() if k[2] in RESHAPES), key=str):
-        match = next(
-            (
-                m
-                for m in sorted(+missing, key=str)
-                if m[0] == "argument" and _dtype_and_size(m[1]) == _dtype_and_size(key[1])
-            ),
-            None,
-        )
-        if match is not None:
-            extra[key] -= 1
-            missing[match] -= 1
+    _pair_off(
+        extra,
+        missing,
+        takes=lambda key: key[2] in RESHAPES,
+        matches=lambda key, m: m[0] == "argument" and _same_data(key, m),
+    )
     # A computed value kept in another layout (``x[None] @ w`` keeps ``f32[1,3]`` where
     # ``x @ w`` keeps ``f32[3]``; a transposed pipeline keeps ``f32[3,1]``) is the same value:
     # the same primitive or name, dtype and number of elements.
-    for key in sorted((k for k in (+extra).elements() if k[0] != "argument"), key=str):
-        match = next(
-            (
-                m
-                for m in sorted(+missing, key=str)
-                if (m[0], m[2]) == (key[0], key[2])
-                and _dtype_and_size(m[1]) == _dtype_and_size(key[1])
-            ),
-            None,
-        )
+    _pair_off(
+        extra,
+        missing,
+        takes=lambda key: key[0] != "argument",
+        matches=lambda key, m: (m[0], m[2]) == (key[0], key[2]) and _same_data(key, m),
+    )
+    return +extra, +missing
+
+
+def _pair_off(
+    extra: collections.Counter[Any],
+    missing: collections.Counter[Any],
+    takes: Callable[[Any], bool],
+    matches: Callable[[Any, Any], bool],
+) -> None:
+    """Count each kept-only-by-mine value that ``takes`` accepts as the first kept-only-by-theirs
+    value it ``matches`` (both in sorted order), removing the pair from the two multisets."""
+    for key in sorted((k for k in extra.elements() if takes(k)), key=str):
+        match = next((m for m in sorted(+missing, key=str) if matches(key, m)), None)
         if match is not None:
             extra[key] -= 1
             missing[match] -= 1
-    return +extra, +missing
+
+
+def _same_data(key: Any, other: Any) -> bool:
+    """Whether two residual keys have the same dtype and number of elements."""
+    return _dtype_and_size(key[1]) == _dtype_and_size(other[1])
 
 
 #: Primitives that give a value another shape without computing: their output, kept where the

@@ -144,7 +144,11 @@ def own_function_policy(site: Any, required: Any, verdict: tuple[bool, str]) -> 
     required policy keeps there (a policy that saves ``tanh`` outputs acts like keep-nothing on a
     probe without ``tanh``)."""
     ok, detail = verdict
-    if not ok or site.policy is required or "(the same policy object)" in detail:
+    found = site.policy
+    same = found is required or (
+        found is not None and required is not None and same_policy(found, required)
+    )
+    if not ok or same:
         return verdict
     try:
         mine = checkpoint_residuals(site)

@@ -268,11 +268,10 @@ def _eval_inlining_jit(jaxpr: Any, consts: Any, args: Any) -> list[Any]:
         if eqn.primitive.name in JIT_PRIMITIVES and isinstance(inner, ClosedJaxpr):
             outs = _eval_inlining_jit(inner.jaxpr, inner.consts, invals)
         elif (again := _checkpoint_to_apply_again(eqn)) is not None:
-            body_jaxpr, policy, prevent_cse = again
+            body_jaxpr, policy, prevent_cse, made_by_remat3 = again
             body = functools.partial(_eval_body, body_jaxpr)
             # Applied again by the implementation that made it, whatever the flag says now (a
             # function may set jax_remat3 around its own call and put it back).
-            made_by_remat3 = _remat3_value(eqn) is not None
             same = made_by_remat3 == remat3_enabled()
             with contextlib.nullcontext() if same else remat3(made_by_remat3):
                 outs = jax.checkpoint(body, policy=policy, prevent_cse=prevent_cse)(*invals)
@@ -285,9 +284,10 @@ def _eval_inlining_jit(jaxpr: Any, consts: Any, args: Any) -> list[Any]:
     return [read(v) for v in jaxpr.outvars]
 
 
-def _checkpoint_to_apply_again(eqn: Any) -> tuple[Any, Any, Any] | None:
-    """``(jaxpr, policy, prevent_cse)`` of a checkpoint equation (either implementation) whose
-    jaxpr takes every value as an argument, flat, as the equation does; else ``None``."""
+def _checkpoint_to_apply_again(eqn: Any) -> tuple[Any, Any, Any, bool] | None:
+    """``(jaxpr, policy, prevent_cse, made by jax_remat3)`` of a checkpoint equation (either
+    implementation) whose jaxpr takes every value as an argument, flat, as the equation does;
+    else ``None``."""
     parts = remat_parts(eqn)
     if parts is None:
         return None
@@ -303,7 +303,7 @@ def _checkpoint_to_apply_again(eqn: Any) -> tuple[Any, Any, Any] | None:
         return None
     if len(jaxpr.invars) != len(eqn.invars) or len(jaxpr.outvars) != len(eqn.outvars):
         return None
-    return jaxpr, policy, prevent_cse
+    return jaxpr, policy, prevent_cse, held is not None
 
 
 def _eval_body(jaxpr: Any, *args: Any) -> list[Any]:
