@@ -9,5 +9,8 @@
 - :mod:`examples.tools.display`: tables from rows; bytes and times formatted once; long text folded.
 - :mod:`examples.tools.models`: the scan-over-layers models the pages share.
 - :mod:`examples.tools.recorded`: measurements recorded on other machines, shipped in ``data/``.
+- :mod:`examples.tools.targets`: GPUs and TPUs to compile for without one; their compilers' errors.
+- :mod:`examples.tools.plans`: a step compiled for a target and a policy: the compiler's plan.
+- :mod:`examples.tools.plan_records`: plans kept as JSON records; the reference step they check.
 - :mod:`examples.tools.compat`: the few spellings that differ between the JAX releases supported.
 """

@@ -1,0 +1,414 @@
+"""What XLA plans for a step on a GPU or TPU this machine does not have: one compile per target and
+policy, read back as a :class:`Plan`.
+
+The contract (the page "Will it fit?" and a reader's own step use it)::
+
+    import jax, jax.numpy as jnp
+    from jax.sharding import PartitionSpec as P
+    from examples.tools.plans import NO_REMAT, compile_plan, plan, largest_batch
+
+    def make_step(policy):                     # the reader's step, the policy a parameter
+        def loss(w, x):
+            layer = lambda h, wi: (jnp.tanh(h @ wi), None)
+            if policy is not NO_REMAT:
+                layer = jax.checkpoint(layer, policy=policy)
+            return jax.lax.scan(layer, x, w)[0].sum()
+        return jax.grad(loss)
+
+    w = jax.ShapeDtypeStruct((8, 4096, 4096), jnp.bfloat16)
+    x = jax.ShapeDtypeStruct((65536, 4096), jnp.bfloat16)
+    one = compile_plan(make_step(NO_REMAT), w, x, target="tpu-v5e:2x2", in_specs=(P(), P("fsdp")))
+    plans = plan(make_step, w, x, targets=["h100-80gb x8", "tpu-v5e:2x2"],
+                 policies={"no remat": NO_REMAT,
+                           "nothing_saveable": jax.checkpoint_policies.nothing_saveable},
+                 in_specs=(P(), P("fsdp")))
+    plans.table()        # a examples.tools.display.Table; plans.plans is the list of Plans
+    best = largest_batch(lambda b: (w, jax.ShapeDtypeStruct((b, 4096), jnp.bfloat16)),
+                         make_step, NO_REMAT, "tpu-v5e:2x2", lo=8, hi=1 << 20, multiple_of=4,
+                         in_specs=(P(), P("fsdp")))
+    best.batch, best.fit, best.fail  # the answer, its Plan, and the Plan one step up
+
+``args`` are :class:`jax.ShapeDtypeStruct` or concrete arrays: only their shape and dtype are
+used, nothing is copied to a device. ``in_specs`` is a pytree of
+:class:`~jax.sharding.PartitionSpec` (``None``: replicated) matched to ``args`` as a prefix;
+each becomes a :class:`~jax.sharding.NamedSharding` on a :class:`~jax.sharding.Mesh` of the
+target's devices with axes ``mesh_axes`` (one axis by default, ``"fsdp"``, over every device;
+pass ``mesh_shape`` for more axes).
+
+What a :class:`Plan` holds, and what it is not:
+
+- per-device bytes from ``compiled.memory_analysis()``: temporaries, arguments, outputs, aliased
+  (donated buffers reused for outputs) and generated code. :attr:`Plan.total_bytes` is
+  arguments + outputs + temporaries - aliased, the sum MaxText's ``print_compiled_memory_stats``
+  reports as "Total memory size" (JAX's docs give no formula); generated code is left out of it.
+  ``fits`` compares it with the target's memory (:mod:`examples.tools.targets`). These are the
+  compiler's plans for the executable it would run, not measured peaks: allocator fragmentation,
+  other processes and preallocation are not in them.
+- FLOPs and bytes accessed from ``cost_analysis()``. XLA counts a ``while`` body (a scan over
+  layers) once, not once per iteration. XLA's GPU compiler reports no cost analysis for
+  compile-only devices; there the compiled (GPU-optimised) HLO module is costed by XLA's
+  ``HloCostAnalysis`` through the CPU client, and :attr:`Plan.cost_source` says which.
+- collectives counted in the compiled HLO text (each ``all-gather``, ``reduce-scatter``,
+  ``all-reduce``, ``all-to-all``, ``collective-permute`` instruction; a ``-start``/``-done``
+  pair counts once; one inside a loop body counts once).
+- :attr:`Plan.error`: where the TPU compiler refuses a plan over its HBM (``RESOURCE_EXHAUSTED:
+  ... CompileTimeHbmOom``), an :class:`OutOfMemory` with the message verbatim and the required and
+  available bytes parsed from it; the plan's byte fields are then ``None``. XLA's GPU compiler
+  does not refuse: over memory it logs that its rematerialization pass could not reach the limit
+  and returns the plan, whose ``fits`` is then False. Any other compile error propagates.
+
+Records: :meth:`Plans.as_dict` / :meth:`Plans.from_dict` and :func:`save` / :func:`load` write
+and read a JSON record (schema ``jax-remat-guide/plans/1``) naming the machine, the jax, jaxlib,
+libtpu and CUDA plugin versions and each GPU spec file. ``nox -s plans`` installs the compilers,
+runs the tests marked ``plans`` (among them one that compiles :func:`reference_step` again and
+compares with its committed record, ``data/plans/reference.json``), and can run any recording
+command (``nox -s plans -- python -m examples.tools.plan_records record``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from examples.tools import compat
+from examples.tools.display import Align, Table, format_bytes
+from examples.tools.targets import OutOfMemory, Target, count_collectives, devices, machine
+from examples.tools.targets import target as find_target
+
+#: The policy value that means "no jax.checkpoint at all" (labelled "no remat").
+NO_REMAT: None = None
+SCHEMA = "jax-remat-guide/plans/1"
+#: The collectives counted in the compiled HLO text.
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """The target compiler's plan for one step and one policy, per device."""
+
+    target: str
+    label: str
+    device_kind: str
+    device_count: int
+    memory_bytes: int  #: one device's memory (the target's)
+    temp_bytes: int | None
+    argument_bytes: int | None
+    output_bytes: int | None
+    alias_bytes: int | None
+    generated_code_bytes: int | None
+    host_temp_bytes: int | None
+    peak_bytes: int | None  #: ``peak_memory_in_bytes`` where the jaxlib reports it
+    flops: float | None
+    bytes_accessed: float | None
+    cost_source: str | None  #: ``"compiled"``, ``"compiled HLO, XLA's CPU cost analysis"``
+    collectives: dict[str, int]
+    compile_seconds: float
+    error: OutOfMemory | None = None
+
+    @property
+    def total_bytes(self) -> int | None:
+        """Arguments + outputs + temporaries - aliased (MaxText's "Total memory size")."""
+        parts = (self.argument_bytes, self.output_bytes, self.temp_bytes, self.alias_bytes)
+        if any(p is None for p in parts):
+            return None
+        arguments, outputs, temps, aliased = (int(p or 0) for p in parts)
+        return arguments + outputs + temps - aliased
+
+    @property
+    def fits(self) -> bool:
+        total = self.total_bytes
+        return self.error is None and total is not None and total <= self.memory_bytes
+
+    def as_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["total_bytes"] = self.total_bytes
+        data["fits"] = self.fits
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Plan:
+        names = {f.name for f in dataclasses.fields(cls)}
+        fields = {k: v for k, v in data.items() if k in names}
+        if fields.get("error") is not None:
+            fields["error"] = OutOfMemory(**fields["error"])
+        return cls(**fields)
+
+
+def _mesh(t: Target, mesh_axes: Sequence[str], mesh_shape: Sequence[int] | None) -> Mesh:
+    devs = devices(t)
+    shape = tuple(mesh_shape) if mesh_shape is not None else (len(devs),)
+    if len(shape) != len(mesh_axes):
+        raise ValueError(
+            f"mesh_axes {tuple(mesh_axes)} need a mesh_shape of {len(mesh_axes)} sizes "
+            f"(the product {len(devs)}, the devices of {t.name!r}); got {shape}"
+        )
+    if int(np.prod(shape)) != len(devs):
+        raise ValueError(
+            f"mesh_shape {shape} holds {np.prod(shape)} devices; {t.name!r} has {len(devs)}"
+        )
+    return Mesh(np.array(devs, dtype=object).reshape(shape), tuple(mesh_axes))
+
+
+def _is_spec(x: Any) -> bool:
+    return x is None or isinstance(x, PartitionSpec)
+
+
+def _abstract(args: Any, in_specs: Any, mesh: Mesh) -> Any:
+    """``args`` as ShapeDtypeStructs sharded by ``in_specs`` on ``mesh``; nothing is copied."""
+
+    def leaf(x: Any, spec: PartitionSpec | None) -> jax.ShapeDtypeStruct:
+        if not (hasattr(x, "shape") and hasattr(x, "dtype")):
+            x = np.asarray(x)  # a Python scalar: its shape and dtype only
+        dtype = x.dtype
+        if isinstance(dtype, np.dtype):  # float64 -> float32 unless x64 is on, as jax.jit does
+            dtype = jax.dtypes.canonicalize_dtype(dtype)
+        return jax.ShapeDtypeStruct(
+            x.shape, dtype, sharding=NamedSharding(mesh, spec or PartitionSpec())
+        )
+
+    if in_specs is None:
+        return jax.tree.map(lambda x: leaf(x, None), args)
+    try:
+        return jax.tree.map(
+            lambda spec, sub: jax.tree.map(lambda x: leaf(x, spec), sub),
+            in_specs,
+            args,
+            is_leaf=_is_spec,
+        )
+    except ValueError as error:
+        raise ValueError(
+            f"in_specs must match the arguments' structure (a PartitionSpec or None for each "
+            f"argument, or for a whole subtree): {error}"
+        ) from error
+
+
+def _costs(compiled: Any) -> tuple[float | None, float | None, str | None]:
+    """FLOPs and bytes accessed: the compiler's own ``cost_analysis()``, or where it reports none
+    (XLA's GPU compiler, for compile-only devices) the compiled HLO module costed by XLA's
+    ``HloCostAnalysis`` through the CPU client (a private call of jaxlib; None if it is gone)."""
+    cost = compat.cost_analysis(compiled)
+    source = "compiled"
+    if not cost or "flops" not in cost:
+        try:
+            _jax = importlib.import_module("jax._src.lib")._jax
+            (module,) = compiled.runtime_executable().hlo_modules()
+            client = jax.devices("cpu")[0].client
+            cost = _jax.hlo_module_cost_analysis(client, module)
+            source = "compiled HLO, XLA's CPU cost analysis"
+        except Exception:  # a private API: absent or changed on some jaxlib
+            return None, None, None
+    accessed = cost.get("bytes accessed")
+    return float(cost["flops"]), None if accessed is None else float(accessed), source
+
+
+def compile_plan(
+    fn: Callable[..., Any],
+    *args: Any,
+    target: str | Target,
+    label: str = "",
+    in_specs: Any = None,
+    out_specs: Any = None,
+    mesh_axes: Sequence[str] = ("fsdp",),
+    mesh_shape: Sequence[int] | None = None,
+    donate_argnums: int | Sequence[int] = (),
+    memory_bytes: int | None = None,
+) -> Plan:
+    """Compile ``jax.jit(fn)`` for ``target`` on abstract ``args`` and read the compiler's plan.
+
+    ``memory_bytes`` replaces the target's device memory in ``fits`` (a test's small limit, or a
+    device with less free memory). A compiler out-of-memory error becomes a Plan whose ``error``
+    holds it; any other error propagates.
+    """
+    t = find_target(target)
+    mesh = _mesh(t, mesh_axes, mesh_shape)
+    abstract = _abstract(args, in_specs, mesh)
+    jit_kwargs: dict[str, Any] = {"donate_argnums": donate_argnums}
+    if out_specs is not None:
+        jit_kwargs["out_shardings"] = jax.tree.map(
+            lambda s: NamedSharding(mesh, s or PartitionSpec()), out_specs, is_leaf=_is_spec
+        )
+    start = time.perf_counter()
+    lowered = jax.jit(fn, **jit_kwargs).lower(*abstract)
+    memory: Any = None
+    error: OutOfMemory | None = None
+    costs: tuple[float | None, float | None, str | None] = (None, None, None)
+    collectives: dict[str, int] = {}
+    try:
+        compiled = lowered.compile()
+    except Exception as raised:
+        error = OutOfMemory.parse(str(raised))
+        if error is None:
+            raise
+    else:
+        memory = compiled.memory_analysis()
+        if memory is None:
+            raise RuntimeError(f"the {t.platform} compiler reports no memory analysis")
+        costs = _costs(compiled)
+        collectives = count_collectives(compiled.as_text() or "")
+    seconds = time.perf_counter() - start
+
+    def field(name: str) -> int | None:
+        return None if memory is None else compat.memory_field(memory, name)
+
+    return Plan(
+        target=t.name,
+        label=label,
+        device_kind=mesh.devices.flat[0].device_kind,
+        device_count=t.device_count,
+        memory_bytes=t.memory_bytes if memory_bytes is None else memory_bytes,
+        temp_bytes=field("temp_size_in_bytes"),
+        argument_bytes=field("argument_size_in_bytes"),
+        output_bytes=field("output_size_in_bytes"),
+        alias_bytes=field("alias_size_in_bytes"),
+        generated_code_bytes=field("generated_code_size_in_bytes"),
+        host_temp_bytes=field("host_temp_size_in_bytes"),
+        peak_bytes=field("peak_memory_in_bytes"),
+        flops=costs[0],
+        bytes_accessed=costs[1],
+        cost_source=costs[2],
+        collectives=collectives,
+        compile_seconds=seconds,
+        error=error,
+    )
+
+
+def policy_label(label: str, policy: Any) -> str:
+    return label or ("no remat" if policy is NO_REMAT else getattr(policy, "__name__", str(policy)))
+
+
+@dataclasses.dataclass
+class Plans:
+    """Plans of one step over targets and policies; a cell that returns it shows its table."""
+
+    plans: list[Plan]
+
+    def table(self, caption: str | None = None) -> Table:
+        rows = []
+        for p in self.plans:
+            verdict = "fits" if p.fits else "does not fit"
+            if p.error is not None:
+                verdict = "compiler: out of memory" + (
+                    f" ({format_bytes(p.error.required_bytes)} needed)"
+                    if p.error.required_bytes
+                    else ""
+                )
+            rows.append(
+                [
+                    p.target,
+                    p.label,
+                    _bytes(p.temp_bytes),
+                    _bytes(p.argument_bytes),
+                    _bytes(p.output_bytes),
+                    f"{_bytes(p.total_bytes)} / {format_bytes(p.memory_bytes)}",
+                    verdict,
+                    "" if p.flops is None else f"{p.flops / 1e9:,.1f}",
+                ]
+            )
+        header = ["target", "policy", "temporaries", "arguments", "outputs",
+                  "total / device memory", "fits?", "GFLOPs"]  # fmt: skip
+        align: list[Align] = ["left", "left", "right", "right", "right", "right", "left", "right"]
+        return Table(header, rows, align=align,
+                     caption=caption)  # fmt: skip
+
+    def get(self, target_name: str, label: str) -> Plan:
+        for p in self.plans:
+            if p.target == find_target(target_name).name and p.label == label:
+                return p
+        raise KeyError(f"no plan for {target_name!r} with {label!r}")
+
+    def _repr_markdown_(self) -> str:
+        return self.table().to_markdown()
+
+    def __repr__(self) -> str:
+        return self.table().to_text()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"schema": SCHEMA, "runinfo": machine(), "plans": [p.as_dict() for p in self.plans]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Plans:
+        return cls([Plan.from_dict(p) for p in data["plans"]])
+
+
+def _bytes(n: int | None) -> str:
+    return "n/a" if n is None else format_bytes(n)
+
+
+def plan(
+    make_step: Callable[[Any], Callable[..., Any]],
+    *args: Any,
+    targets: Sequence[str | Target],
+    policies: Mapping[str, Any],
+    **kwargs: Any,
+) -> Plans:
+    """:func:`compile_plan` of ``make_step(policy)`` for every target and policy (``kwargs`` go
+    to it): one row per target and policy, in that order."""
+    return Plans(
+        [
+            compile_plan(make_step(policy), *args, target=t, label=label, **kwargs)
+            for t in targets
+            for label, policy in policies.items()
+        ]
+    )
+
+
+@dataclasses.dataclass
+class BatchSearch:
+    """The largest batch that fits, found by compiling: every compile is kept as evidence."""
+
+    target: str
+    label: str
+    batch: int | None  #: the largest batch that fits; None if even ``lo`` does not
+    fit: Plan | None  #: the plan at ``batch``
+    fail: Plan | None  #: the plan at the next batch up (None if ``hi`` fits)
+    fail_batch: int | None
+    tried: dict[int, Plan]
+
+
+def largest_batch(
+    make_args: Callable[[int], Sequence[Any]],
+    make_step: Callable[[Any], Callable[..., Any]],
+    policy: Any,
+    target: str | Target,
+    lo: int,
+    hi: int,
+    *,
+    multiple_of: int = 1,
+    label: str = "",
+    **kwargs: Any,
+) -> BatchSearch:
+    """Bisect over batches ``lo..hi`` (multiples of ``multiple_of``) for the largest whose plan
+    fits, assuming a larger batch never needs less memory. ``make_args(batch)`` gives the step's
+    arguments; ``kwargs`` go to :func:`compile_plan` (``in_specs``, ``memory_bytes``, ...)."""
+    if lo < multiple_of or lo % multiple_of or hi % multiple_of or hi < lo:
+        raise ValueError(
+            f"need multiple_of <= lo <= hi, both multiples of {multiple_of}; got lo={lo}, hi={hi}"
+        )
+    step = make_step(policy)
+    name = policy_label(label, policy)
+    tried: dict[int, Plan] = {}
+
+    def fits(batch: int) -> bool:
+        if batch not in tried:
+            tried[batch] = compile_plan(
+                step, *make_args(batch), target=target, label=name, **kwargs
+            )
+        return tried[batch].fits
+
+    t = find_target(target).name
+    if not fits(lo):
+        return BatchSearch(t, name, None, None, tried[lo], lo, tried)
+    if fits(hi):
+        return BatchSearch(t, name, hi, tried[hi], None, None, tried)
+    good, bad = lo // multiple_of, hi // multiple_of  # good fits, bad does not
+    while bad - good > 1:
+        mid = (good + bad) // 2
+        good, bad = (mid, bad) if fits(mid * multiple_of) else (good, mid)
+    best, above = good * multiple_of, bad * multiple_of
+    return BatchSearch(t, name, best, tried[best], tried[above], above, tried)
