@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import hashlib
 import os
 import re
@@ -199,6 +200,16 @@ def learner_files() -> list[tuple[str, Path]]:
     ]
 
 
+@functools.cache
+def prepared_for(problem_name: str, seed: int, under_remat3: bool):
+    """What the checker works out before it loads a solution (the cases, what the reference
+    keeps), once per problem, seed and remat implementation: every learner file of a problem is
+    checked against the same, as the command line checks one file against it."""
+    problem = load_problem(problem_name)
+    with remat3(True) if under_remat3 else contextlib.nullcontext():
+        return prepare(problem, seed)
+
+
 def check_here(problem_name: str, path: Path, under_remat3: bool = False, seed: int = 1):
     """Run the checks in this process; return (exit status, output lines)."""
     problem = load_problem(problem_name)
@@ -207,7 +218,7 @@ def check_here(problem_name: str, path: Path, under_remat3: bool = False, seed: 
     mode = remat3(True) if under_remat3 else contextlib.nullcontext()
     try:
         with mode:
-            prepared = prepare(problem, seed)
+            prepared = prepared_for(problem_name, seed, under_remat3)
             run_checks(problem, lambda: load_solution(path, problem.name), prepared, tally.event)
     finally:
         sys.modules.pop(f"_remat_check_solution_{problem.name}", None)
@@ -222,7 +233,17 @@ def failed(lines: list[str]) -> set[str]:
 # --- every learner file, under both remat implementations ----------------------------------------
 
 
-@pytest.mark.parametrize("under_remat3", REMAT_MODES)
+#: Every learner file under JAX's default remat in the quick run; under jax_remat3 too with
+#: `--all` (CI).
+LEARNER_MODES = [
+    REMAT_MODES[0],
+    pytest.param(
+        *REMAT_MODES[1].values, id="remat3", marks=[*REMAT_MODES[1].marks, pytest.mark.slow]
+    ),
+]
+
+
+@pytest.mark.parametrize("under_remat3", LEARNER_MODES)
 @pytest.mark.parametrize(
     ("problem", "path"), learner_files(), ids=[f"{p}/{f.name}" for p, f in learner_files()]
 )

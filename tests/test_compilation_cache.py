@@ -147,6 +147,7 @@ DUMP_PROBE = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_a_dump_needs_the_persistent_cache_off(tmp_path: Path) -> None:
     """A program read from the cache is not compiled, so XLA dumps nothing for it; inside
     examples.tools.measure.persistent_cache_off it is compiled (and the cache is on again after)."""
@@ -177,6 +178,7 @@ DONATION_PROBE = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_a_donated_program_read_from_the_cache_reports_its_aliasing_from_jax_0_6(tmp_path: Path):
     """jax 0.5's executables read back from the cache report ``alias_size_in_bytes`` 0; compiled
     inside ``persistent_cache_off()`` they report it (examples.howto.scan_transformer.buffers)."""

@@ -74,6 +74,35 @@ def test_checkpointing_uses_less_memory_and_more_flops_at_another_size():
     assert nothing.flops > dots.flops >= plain.flops
 
 
+def test_the_whole_step_adds_the_same_weights_and_gradients_to_every_strategy(page_rows):
+    # The page: arguments (weights, input) and outputs (the weights' gradients) are counted apart
+    # from the temporaries, are the same for every strategy, and here outweigh the temporaries.
+    weights, x = stacked_mlp()
+    weight_bytes = sum(w.nbytes for w in weights.values())
+    (io,) = {r.io_bytes for r in page_rows}
+    assert 0 <= io - (2 * weight_bytes + x.nbytes) <= 64  # and the outputs' table of addresses
+    plain, _, nothing = page_rows
+    assert plain.io_bytes > plain.temp_bytes
+    assert nothing.temp_bytes / plain.temp_bytes < nothing.step_bytes / plain.step_bytes < 1
+
+
+def test_the_temporaries_grow_with_the_batch_and_the_weights_do_not():
+    small, large = (measure(depth=4, batch=b)[0] for b in (64, 256))
+    assert large.temp_bytes > 3 * small.temp_bytes
+    x_bytes = stacked_mlp(depth=4, batch=64)[1].nbytes
+    assert large.io_bytes - small.io_bytes == 3 * x_bytes  # only the input grows
+
+
+def test_jax_remat_is_the_same_transformation_under_another_name():
+    # The page: jax.remat is jax.checkpoint's other name; on some releases the same object, on
+    # others a separate function whose options are a subset (the migration notes' table).
+    import inspect
+
+    if jax.remat is not jax.checkpoint:
+        remat = set(inspect.signature(jax.remat).parameters)
+        assert remat <= set(inspect.signature(jax.checkpoint).parameters)
+
+
 def test_table_rows(page_rows):
     t = table(page_rows)
     assert t.column("strategy") == list(STRATEGIES)

@@ -72,9 +72,10 @@ def test_every_section_of_the_site_has_its_subpackage():
 def test_the_package_holds_the_sections_and_the_tools_and_nothing_else():
     """Top level: the home page's module, the checker's command line, the subpackages."""
     top = {info.name for info in pkgutil.iter_modules([str(PACKAGE)])}
-    assert top == {"check", "landing", *_subpackages()}, (
+    assert top == {"check", "landing", "questions", *_subpackages()}, (
         "src/examples/ holds one subpackage per section of the site, tools/, landing.py (the "
-        f"home page) and check.py (the checker's command line); found {sorted(top)}"
+        "home page), questions.py (the questions page) and check.py (the checker's command "
+        f"line); found {sorted(top)}"
     )
     assert set(_subpackages()) == {*_sections(), TOOLS}, (
         f"every subpackage is a section of docs/ or {TOOLS}/: {_subpackages()}"

@@ -6,6 +6,8 @@ in ``tests/`` at the same path (``examples/S/M.py`` in ``tests/S/test_M.py``;
 the section is, and the tools every page uses below them:
 
 - :mod:`examples.landing`: the home page's picture of the trade (``docs/index.md``);
+- :mod:`examples.questions`: the questions readers bring from public trackers, and the
+  section answering each (``docs/questions.md``);
 - :mod:`examples.tutorial`: the tutorial (``docs/tutorial/``);
 - :mod:`examples.notes`: the migration notes (``docs/notes/``);
 - :mod:`examples.howto`: the how-to guides (``docs/howto/``);

@@ -4,7 +4,8 @@ Sixteen residual MLP blocks (RMS norm, a widening product, GELU, a narrowing pro
 ``jax.lax.scan`` over stacked weights (the usual shape of a deep model), differentiated three
 ways: as written, with the scanned block checkpointed under a policy that keeps matrix products,
 and with the block checkpointed keeping nothing. For each, the temporary memory XLA allocates for
-``jax.grad`` and the FLOPs it counts (its memory and cost analyses of the compiled gradient).
+``jax.grad`` and the FLOPs it counts (its memory and cost analyses of the compiled gradient),
+and the arguments and outputs that XLA counts apart and that the whole step holds as well.
 
 Why the middle point lies in between is structural, not a release's choice: without remat the
 backward pass reads the normalized input, the pre-activation and several GELU intermediates of
@@ -48,6 +49,14 @@ class Tradeoff:
     temp_bytes: int
     flops: float | None  #: ``None`` where XLA counts none
     relative_flops: float  #: FLOPs divided by those of "no checkpoint"; NaN where either is missing
+    #: the arguments going in (weights, input) and the outputs coming out (the weights' gradients),
+    #: which XLA counts apart from the temporaries and no strategy changes
+    io_bytes: int = 0
+
+    @property
+    def step_bytes(self) -> int:
+        """The whole step's footprint as XLA plans it: temporaries, arguments and outputs."""
+        return self.temp_bytes + self.io_bytes
 
 
 def measure(depth: int = 16, batch: int = 64, width: int = 128) -> list[Tradeoff]:
@@ -62,6 +71,7 @@ def measure(depth: int = 16, batch: int = 64, width: int = 128) -> list[Tradeoff
             s.temp_bytes,
             s.flops,
             s.flops / base if s.flops is not None and base else float("nan"),
+            s.argument_bytes + s.output_bytes,
         )
         for name, s in stats.items()
     ]

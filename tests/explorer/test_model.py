@@ -6,6 +6,7 @@ import collections
 
 import jax
 import numpy as np
+import pytest
 from explorer._helpers import TINY
 from jax.ad_checkpoint import checkpoint_name
 
@@ -84,6 +85,7 @@ def test_save_only_these_names_keeps_exactly_the_named_value():
     assert kept[0].shape == (TINY.batch, TINY.seq, TINY.mlp_ratio * TINY.width)
 
 
+@pytest.mark.slow
 def test_loss_matches_float64_and_gradients_agree_across_policies():
     params, x = init_params(TINY), init_inputs(TINY)
     with jax.default_matmul_precision("highest"):

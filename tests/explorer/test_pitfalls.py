@@ -175,3 +175,29 @@ def test_the_releases_that_kept_the_recomputation_are_read_from_the_records():
         True: "no release of the matrix",
         False: "0.5.0",
     }
+
+
+def test_the_matrix_program_the_page_names_is_the_one_the_records_measure():
+    # The page: a stack of DEPTH tanh(h @ w) layers, each checkpointed, compiled on each release
+    # the matrix holds: the oldest release the package supports and the newest patch of each
+    # minor release.
+    import importlib.metadata
+    import inspect
+    import re
+
+    from examples.reference import release_facts, releases
+
+    source = inspect.getsource(release_facts.straight_line)
+    assert "jnp.tanh(h @ w)" in source
+    assert "jax.checkpoint(layer)" in source
+    records = releases.load_all()
+    products = {
+        sl["products_without_checkpoint"] for r in records if (sl := r["facts"]["straight_line"])
+    }
+    assert products == {3 * release_facts.DEPTH - 1}  # forward DEPTH, backward 2 DEPTH - 1
+    versions = [r["runinfo"]["jax"] for r in records]
+    requires = importlib.metadata.requires("jax-remat-guide-examples") or []
+    lower = next(re.search(r"jax>=([\d.]+)", q).group(1) for q in requires if q.startswith("jax>"))
+    assert lower in versions
+    minors = {tuple(v.split(".")[:2]) for v in versions}
+    assert len(versions) == len(minors) + 1  # one minor release measured twice: the oldest

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
+import math
 
 import jax
 import jax.numpy as jnp
@@ -12,8 +14,10 @@ import pytest
 
 from examples.howto import choose_policy as cp
 from examples.tools import compat
+from examples.tools.jaxprs import walk
 from examples.tools.measure import Timing
 from examples.tools.models import Config
+from examples.tools.models import named_block as block
 from examples.tools.residuals import saved_residuals
 
 SHORT = Config(layers=2, batch=1, seq=128, width=64, heads=1)
@@ -27,6 +31,7 @@ def _relative_error(a, b) -> float:
     return float(np.linalg.norm(a - b) / np.linalg.norm(b))
 
 
+@pytest.mark.slow
 def test_bfloat16_gradients_of_every_candidate_match_float64():
     params, x = cp.init(SHORT)
     with compat.enable_x64(True):
@@ -109,6 +114,7 @@ def runs():
     return {"short": cp.measure(SHORT, timed=False), "long": cp.measure(LONG, timed=False)}
 
 
+@pytest.mark.slow
 def test_nothing_saveable_is_the_floor_and_the_named_policies_sit_between(runs):
     for m in runs.values():
         none, nothing = m[cp.NO_REMAT].stats, m["nothing_saveable"].stats
@@ -118,6 +124,7 @@ def test_nothing_saveable_is_the_floor_and_the_named_policies_sit_between(runs):
             assert 0 < cp.trade(m, label).spared < 1
 
 
+@pytest.mark.slow
 def test_names_keep_exactly_the_two_products_and_less_than_the_dots_policy(runs):
     m = runs["short"]
     assert [r.name for r in m[NAMES].kept] == ["qkv", "mlp_pre"]
@@ -129,11 +136,13 @@ def test_names_keep_exactly_the_two_products_and_less_than_the_dots_policy(runs)
     assert {r.detail for r in m[DOTS_NB].kept} == {"dot_general"}
 
 
+@pytest.mark.slow
 def test_named_policies_spare_a_smaller_share_at_the_long_sequence(runs):
     for label in (NAMES, DOTS_NB):
         assert cp.trade(runs["long"], label).spared < cp.trade(runs["short"], label).spared
 
 
+@pytest.mark.slow
 def test_dots_saveable_keeps_float32_sequence_squares_that_grow_with_the_sequence(runs):
     for tag, m in runs.items():
         seq = m["dots_saveable"].seq
@@ -154,6 +163,35 @@ def test_dots_saveable_keeps_float32_sequence_squares_that_grow_with_the_sequenc
         cp.trade(runs["long"], "dots_saveable").extra_bytes
         > cp.trade(runs["long"], NAMES).extra_bytes
     )
+
+
+def _product_flops(cfg, seq):
+    """FLOPs of one layer's forward products, from the traced block's dot_general equations:
+    (those with batch dimensions, the attention's; those without, the weights')."""
+    c = dataclasses.replace(cfg, seq=seq)
+    params, x = cp.init(c)
+    one_layer = jax.tree.map(lambda w: w[0], params)
+    layer = functools.partial(block, heads=c.heads, attention="dot_product_attention")
+    flops = {True: 0, False: 0}
+    for eqn, _ in walk(jax.make_jaxpr(layer)(x, one_layer)):
+        if eqn.primitive.name == "dot_general":
+            ((contract, _), (batch, _)) = eqn.params["dimension_numbers"]
+            lhs = eqn.invars[0].aval.shape
+            size = math.prod(lhs[i] for i in contract)
+            flops[bool(batch)] += 2 * size * math.prod(eqn.outvars[0].aval.shape)
+    return flops[True], flops[False]
+
+
+def test_the_attention_outweighs_the_weight_products_from_the_crossover_on():
+    # The page places SHORT and LONG by this length; counted here from the traced products.
+    for cfg in (cp.SHORT, dataclasses.replace(cp.SHORT, width=64, heads=2, mlp_ratio=2)):
+        at = cp.attention_crossover(cfg)
+        attention, weights = _product_flops(cfg, at)
+        assert attention == weights
+        below, above = _product_flops(cfg, at // 2), _product_flops(cfg, 2 * at)
+        assert below[0] < below[1]
+        assert above[0] > above[1]
+    assert cp.SHORT.seq < cp.attention_crossover(cp.SHORT) < cp.LONG.seq
 
 
 def test_naming_the_probabilities_keeps_them_and_spares_no_product():
@@ -189,6 +227,7 @@ def test_the_time_verdict_claims_an_order_only_without_overlap():
     assert "overlap it: y" in verdict
 
 
+@pytest.mark.slow
 def test_tables_have_a_row_per_candidate(runs):
     table = cp.table(runs["short"])
     assert [row[0] for row in table.rows] == [f"`{label}`" for label in cp.CANDIDATES]
@@ -199,6 +238,7 @@ def test_tables_have_a_row_per_candidate(runs):
 # --- the fused kernel -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_fused_kernel_gradient_is_the_same_under_every_policy():
     args = cp.flash_inputs()
     reference = jax.grad(

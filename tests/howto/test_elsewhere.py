@@ -66,6 +66,7 @@ def rows():
     return {r.preset.name: r for r in el.preset_rows(CFG)}
 
 
+@pytest.mark.slow
 def test_presets_keep_only_names_the_block_makes(rows):
     made = {"query_proj", "key_proj", "value_proj", "context", "out_proj", "mlpwi", "mlpwo"}
     for row in rows.values():
@@ -85,6 +86,7 @@ def test_presets_keep_only_names_the_block_makes(rows):
     assert rows["full"].device_bytes == rows["full"].host_bytes == 0
 
 
+@pytest.mark.slow
 def test_offloading_presets_keep_the_same_values_on_the_host(rows):
     for offloaded, saved in (
         ("qkv_proj_offloaded", "save_qkv_proj"),
@@ -95,6 +97,7 @@ def test_offloading_presets_keep_the_same_values_on_the_host(rows):
         assert rows[offloaded].kept_names == rows[saved].kept_names
 
 
+@pytest.mark.slow
 def test_presets_keep_less_down_the_list(rows):
     kept = [rows[name].device_bytes + rows[name].host_bytes for name in el.MAXTEXT_PRESETS]
     on_device = [
@@ -105,6 +108,7 @@ def test_presets_keep_less_down_the_list(rows):
     assert rows["minimal"].temp_bytes > rows["full"].temp_bytes
 
 
+@pytest.mark.slow
 def test_the_table_has_a_row_per_preset(rows):
     table = el.preset_table(list(rows.values()))
     assert len(table.rows) == len(el.MAXTEXT_PRESETS)
@@ -118,6 +122,16 @@ def test_the_diagnostic_lists_the_layout_alternatives_the_block_does_not_make(mo
     assert report.codes == ["unused-names"]
     for name in ("'mlpwi_0'", "'mlpwi_1'", "'qkv_proj'"):
         assert name in report.findings[0].message
+    # A misspelt name gets the same finding and the same advice: the check lists the names the
+    # model never makes, and cannot tell a layout's alternative from a typo (the page says so).
+    typo = P.save_only_these_names(*el.MAXTEXT_PRESETS["minimal"].saved, "out_porj")
+    typo_report = diagnose(
+        models.scan_loss(jax.checkpoint(el.named_layer(CFG), policy=typo)), *model
+    )
+    assert typo_report.codes == ["unused-names"]
+    assert "'out_porj'" in typo_report.findings[0].message
+    for message in (report.findings[0].message, typo_report.findings[0].message):
+        assert "check the spelling" in message
 
 
 def test_haliax_keep_internals_recompute_carries_keeps_everything(model):
@@ -176,6 +190,7 @@ def test_the_named_block_names_each_projection_after_what_it_is():
     assert names["value_proj"] is v
 
 
+@pytest.mark.slow
 def test_megatron_selective_keeps_the_products_and_recomputes_the_attention_core():
     cfg = models.Config(layers=2, batch=2, seq=16, width=32, heads=4)  # seq and width differ
     with pytest.raises(ValueError, match="other than the width"):

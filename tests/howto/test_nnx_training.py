@@ -91,7 +91,14 @@ def with_params(model, params, dtype):
     return model
 
 
-@pytest.mark.parametrize("name", FAMILIES)
+#: The family the quick run checks; `--all` (CI) checks every one (each compiles four programs).
+QUICK_FAMILY = "scan, graph_updates=False"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=() if n == QUICK_FAMILY else pytest.mark.slow) for n in FAMILIES],
+)
 def test_checkpointed_gradients_equal_plain_gradients(name):
     cls, plain_kwargs, remat_kwargs = FAMILIES[name]
     batch = make_batch(TINY, vocab=nx.VOCAB)
@@ -119,6 +126,7 @@ def test_checkpointed_gradients_equal_plain_gradients(name):
         np.testing.assert_allclose(got, np.asarray(want), rtol=1e-3, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_dropout_is_on_and_counts_one_draw_per_call():
     batch = make_batch(TINY, vocab=nx.VOCAB)
     for kwargs in ({}, {"body": remat()}, {"body": remat(graph_updates=False)}):
@@ -133,6 +141,7 @@ def test_dropout_is_on_and_counts_one_draw_per_call():
         assert np.asarray(counts).tolist() == [6] * TINY.layers
 
 
+@pytest.mark.slow
 def test_side_by_side_training_gives_identical_losses_and_counters():
     batch = make_batch(TINY, vocab=nx.VOCAB)
     runs = {}
@@ -200,6 +209,7 @@ def measured():
     return {kind: nx.measure(kind, page_model(kind)) for kind in kinds}
 
 
+@pytest.mark.slow
 def test_compiled_memory_claims(measured):
     m = {kind: r.step for kind, r in measured.items()}
     assert m["loop remat"].flops > m["loop"].flops  # the recomputation is compiled
@@ -210,6 +220,7 @@ def test_compiled_memory_claims(measured):
     assert facts["x_temp_relation"].endswith(("as", "than"))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     not hasattr(train_step, "lower"), reason="nnx.jit's lower() came with Flax 0.11"
 )
@@ -259,6 +270,7 @@ def test_timing_table_compares_only_where_ranges_do_not_overlap():
     assert table.column("against the first") == ["—", "slower", "within the noise"]
 
 
+@pytest.mark.slow
 def test_the_loop_barrier_verdict_follows_this_release(measured):
     # Whether the barrier keeps the recomputation apart in a Python loop is the XLA release's
     # (jax 0.10.2: no; jax 0.12: yes); the page's verdict is computed from the same figures.
@@ -310,3 +322,36 @@ def test_transform_metadata_names_the_stacked_axis():
     specs = nx.stacked_partition_specs(layers=3, width=8)
     assert specs["linear/kernel"] == jax.sharding.PartitionSpec("layers", None, "model")
     assert specs["linear/bias"] == jax.sharding.PartitionSpec()
+
+
+def _release(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(".")[:3] if part.isdigit())
+
+
+def test_the_installed_flax_is_at_least_the_release_the_page_names():
+    """This file runs only where nnx.remat has graph_updates (see the skip above): the release
+    the page names as the first with it must not be newer than the installed one, and the bound
+    method check, older, must be there too."""
+    installed = _release(importlib.metadata.version("flax"))
+    assert installed >= _release(nx.GRAPH_UPDATES_SINCE)
+    assert _release(nx.BOUND_METHOD_CHECK_SINCE) < _release(nx.GRAPH_UPDATES_SINCE)
+    with pytest.raises(ValueError, match="bound methods"):
+        nnx.remat(Block(TINY.width, TINY.heads, rngs=nnx.Rngs(0)).__call__)
+
+
+def test_a_names_policy_on_nnx_remat_keeps_the_blocks_named_product():
+    """The page: a names-based policy goes where the decorator's policy goes, and keeps the named
+    product ``attn_out``."""
+    from examples.tools.residuals import saved_residuals
+
+    block = Block(TINY.width, TINY.heads, rngs=nnx.Rngs(0))
+    graphdef, state = nnx.split(block)
+    x = jnp.ones((TINY.batch, TINY.seq, TINY.width))
+    policy = jax.checkpoint_policies.save_only_these_names("attn_out")
+    call = nnx.remat(Block.__call__, policy=policy, graph_updates=False)
+
+    def loss(state, x):
+        return call(nnx.merge(graphdef, state), x).sum()
+
+    kept = saved_residuals(loss, state, x).excluding_arguments()
+    assert [r.name for r in kept.of_kind("named")] == ["attn_out"]

@@ -6,6 +6,8 @@ shared one and NumPy, and each claim the page makes about memory, FLOPs, barrier
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -57,7 +59,12 @@ def _float64_gradient(cfg: Config):
         return jax.tree.map(np.asarray, grads)
 
 
-@pytest.mark.parametrize("setup", st.SETUPS, ids=lambda s: s.label)
+@pytest.mark.parametrize(
+    "setup",
+    # the first setup in the quick run, every one with `--all` (CI)
+    [pytest.param(s, marks=() if i == 0 else pytest.mark.slow) for i, s in enumerate(st.SETUPS)],
+    ids=lambda s: s.label,
+)
 def test_every_setup_has_the_float64_gradient(setup):
     params, _, x, y = st.init_state(TINY)
     reference = _float64_gradient(TINY)
@@ -90,6 +97,7 @@ def measured():
     return st.measure(st.SETUPS, SMALL, timed=False)
 
 
+@pytest.mark.slow
 def test_whole_loss_checkpoint_saves_nothing_and_adds_work(measured):
     none, whole = measured["no remat"].stats, measured["checkpoint the whole loss"].stats
     # The backward pass recomputes the whole forward pass with every residual: the temporaries
@@ -101,12 +109,14 @@ def test_whole_loss_checkpoint_saves_nothing_and_adds_work(measured):
     assert whole.flops > none.flops
 
 
+@pytest.mark.slow
 def test_block_checkpoint_saves_memory_for_more_flops(measured):
     none, block_ = measured["no remat"].stats, measured["nothing_saveable"].stats
     assert block_.temp_bytes < none.temp_bytes / 2
     assert block_.flops > none.flops
 
 
+@pytest.mark.slow
 def test_names_policy_keeps_the_two_names_and_spares_recompute(measured):
     params, x = init_params(SMALL), init_inputs(SMALL)
     one = jax.tree.map(lambda w: w[0], params)
@@ -152,6 +162,7 @@ def test_names_policy_still_recomputes_attention_and_output_projection():
     assert names - dots == 1
 
 
+@pytest.mark.slow
 def test_prevent_cse_adds_a_barrier_and_changes_nothing_under_scan(measured):
     on, off = st.BY_LABEL["nothing_saveable, prevent_cse=True"], st.BY_LABEL["nothing_saveable"]
     assert st.optimization_barriers(on, TINY) >= 1
@@ -160,6 +171,7 @@ def test_prevent_cse_adds_a_barrier_and_changes_nothing_under_scan(measured):
     assert (a.temp_bytes, a.flops) == (b.temp_bytes, b.flops)
 
 
+@pytest.mark.slow
 def test_unroll_raises_memory_and_xla_counts_a_loop_body_once(measured):
     u1, u2 = measured["nothing_saveable"].stats, measured["nothing_saveable, unroll=2"].stats
     assert u2.temp_bytes > u1.temp_bytes
@@ -168,6 +180,7 @@ def test_unroll_raises_memory_and_xla_counts_a_loop_body_once(measured):
     assert measured["nothing_saveable, unroll=True"].stats.temp_bytes > u2.temp_bytes
 
 
+@pytest.mark.slow
 def test_barrier_keeps_at_least_as_much_saving_once_unrolled(measured):
     # Unrolled, the layers' recomputations share one loop body (or, at unroll=True, one
     # program with the forward pass): only the barrier separates them. Whether XLA still
@@ -198,6 +211,7 @@ def test_barrier_verdict_tells_part_of_the_saving_from_all_of_it(
     assert sum(p in verdict for p in ("part of", "whole", "no difference", "cost")) == 1
 
 
+@pytest.mark.slow
 def test_table_refuses_an_unknown_label_and_shows_times_only_when_timed(measured):
     table = st.table(measured, ["no remat", "nothing_saveable"], "no remat")
     assert "step time" not in table.header
@@ -216,6 +230,7 @@ def test_normalized_hlo_drops_numbering_and_locations_only():
     assert st.normalized_hlo(a) != st.normalized_hlo(c)
 
 
+@pytest.mark.slow
 def test_compare_programs_sees_the_barrier_and_a_program_equals_itself():
     on, off = st.BY_LABEL["nothing_saveable, prevent_cse=True"], st.BY_LABEL["nothing_saveable"]
     programs = st.compare_programs(on, off, TINY)
@@ -252,3 +267,53 @@ def test_donating_params_and_optimizer_state_writes_them_in_place():
     assert d.held == d.arguments + d.outputs - d.aliased + d.temporaries
     table = st.buffers_table({"a": kept, "b": donated})
     assert table.header[3] == "aliased (alias_size)"
+
+
+# --- step 6: dropout keys, a static flag, and the gradient check ---------------------------------
+
+
+def _dropout_layers(rate=0.5):
+    layer = functools.partial(st.dropout_block, heads=TINY.heads, rate=rate)
+    remat = jax.checkpoint(
+        layer, policy=jax.checkpoint_policies.nothing_saveable, prevent_cse=False,
+        static_argnums=(3,),
+    )  # fmt: skip
+    return layer, remat
+
+
+def test_dropout_gradients_with_and_without_the_checkpoint_agree_in_float64():
+    params, _, x, y = st.init_state(TINY)
+    key = jax.random.key(3)
+    with compat.enable_x64(True):
+        as64 = lambda t: jax.tree.map(lambda a: jnp.asarray(np.asarray(a), jnp.float64), t)
+        params, x, y = as64(params), as64(x), as64(y)
+        layer, remat = _dropout_layers()
+        plain = jax.value_and_grad(st.make_dropout_loss(layer))(params, x, y, key)
+        checked = jax.value_and_grad(st.make_dropout_loss(remat))(params, x, y, key)
+        scale = max(float(np.max(np.abs(g))) for g in jax.tree.leaves(plain[1]))
+        assert st.largest_difference(plain[1], checked[1]) <= 1e-12 * scale
+        assert abs(float(plain[0]) - float(checked[0])) <= 1e-12 * abs(float(plain[0]))
+        # Dropout is on: without it the loss is another one.
+        off = st.make_dropout_loss(layer, train=False)(params, x, y, key)
+        assert float(off) != float(plain[0])
+
+
+def test_each_layer_draws_its_own_mask_and_the_float32_check_agrees():
+    params, _, x, y = st.init_state(TINY)
+    layer, remat = _dropout_layers()
+    one = jax.tree.map(lambda w: w[0], params)
+    k0, k1 = jax.random.split(jax.random.key(3))
+    assert not np.array_equal(layer(x, one, k0, True), layer(x, one, k1, True))
+    key = jax.random.key(42)
+    plain = jax.jit(jax.value_and_grad(st.make_dropout_loss(layer)))(params, x, y, key)
+    checked = jax.jit(jax.value_and_grad(st.make_dropout_loss(remat)))(params, x, y, key)
+    scale = max(float(np.max(np.abs(g))) for g in jax.tree.leaves(plain[1]))
+    assert st.largest_difference(plain[1], checked[1]) <= 1e-5 * scale
+
+
+def test_a_traced_train_flag_needs_static_argnums():
+    params, _, x, y = st.init_state(TINY)
+    layer = functools.partial(st.dropout_block, heads=TINY.heads, rate=0.5)
+    traced = jax.checkpoint(layer, prevent_cse=False)
+    with pytest.raises(jax.errors.TracerBoolConversionError):
+        jax.grad(st.make_dropout_loss(traced))(params, x, y, jax.random.key(0))

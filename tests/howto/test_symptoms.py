@@ -43,6 +43,7 @@ def test_every_variant_computes_the_gradient_without_remat():
     assert max(differences.values()) < 1e-5
 
 
+@pytest.mark.slow
 def test_the_whole_loss_checkpoint_keeps_nothing_and_saves_no_compiled_memory(rows):
     whole, none, nothing = (
         rows[k] for k in ("whole loss checkpointed", "no checkpoint", "block, nothing_saveable")
@@ -52,6 +53,7 @@ def test_the_whole_loss_checkpoint_keeps_nothing_and_saves_no_compiled_memory(ro
     assert nothing.temp_bytes < 0.5 * none.temp_bytes
 
 
+@pytest.mark.slow
 def test_everything_saveable_keeps_what_no_checkpoint_keeps(rows):
     every, none = rows["block, everything_saveable"], rows["no checkpoint"]
     free = rows[symptoms.EVERYTHING_NO_BARRIER]
@@ -72,6 +74,7 @@ def test_the_difference_is_the_barrier_prevent_cse_adds():
     assert symptoms.barriers(losses["no checkpoint"], params, x) == 0
 
 
+@pytest.mark.slow
 def test_saving_the_logits_keeps_more_than_saving_the_mlp_activations(rows):
     logits = rows["block, save_only_these_names('attn_logits')"]
     hidden = rows["block, save_only_these_names('mlp_hidden')"]
@@ -79,6 +82,7 @@ def test_saving_the_logits_keeps_more_than_saving_the_mlp_activations(rows):
     assert logits.kept_bytes > hidden.kept_bytes > nothing.kept_bytes
 
 
+@pytest.mark.slow
 def test_saving_the_gelu_output_costs_memory_and_spares_no_flops(rows):
     # The page: mlp_hidden (the GELU's output) keeps more than nothing_saveable for the same
     # compiled FLOPs (within 1%), since the GELU's derivative reads its input, recomputed anyway.
@@ -88,6 +92,7 @@ def test_saving_the_gelu_output_costs_memory_and_spares_no_flops(rows):
     assert hidden.flops == pytest.approx(nothing.flops, rel=0.01)
 
 
+@pytest.mark.slow
 def test_a_misspelt_name_compiles_to_the_nothing_saveable_step(rows):
     typo, nothing = (
         rows["block, save_only_these_names('mlp_hiden')"],
@@ -96,6 +101,7 @@ def test_a_misspelt_name_compiles_to_the_nothing_saveable_step(rows):
     assert (typo.kept_bytes, typo.temp_bytes) == (nothing.kept_bytes, nothing.temp_bytes)
 
 
+@pytest.mark.slow
 def test_flops_rise_in_the_order_the_page_gives(rows):
     flops = {k: rows[k].flops for k in rows}
     assert (
@@ -106,6 +112,7 @@ def test_flops_rise_in_the_order_the_page_gives(rows):
     )
 
 
+@pytest.mark.slow
 def test_the_table_marks_untimed_rows_and_relative_flops(rows):
     timing = Timing(1e-3, 9e-4, 2e-3, 7)
     listed = list(rows.values())

@@ -320,3 +320,28 @@ def test_the_constant_is_dropped_from_the_traced_program_but_not_from_the_compil
     assert listings["jax.checkpoint"].excluding_arguments().nbytes == 0
     temps = m.constant_compiled_temp()
     assert temps["no checkpoint"] == temps["jax.checkpoint"] >= 4 * m.CONSTANT_SIZE
+
+
+def test_the_drift_is_measured_at_the_precision_the_page_names():
+    # The page: numerical_drift computes under default_matmul_precision("highest"); JAX's option
+    # trades accuracy for speed on TPU and offers bfloat16 and tensorfloat32 settings.
+    import inspect
+
+    assert 'jax.default_matmul_precision("highest")' in inspect.getsource(m.numerical_drift)
+    text = " ".join((jax.default_matmul_precision.__doc__ or "").split())  # the option's help
+    if not text:
+        pytest.skip(f"jax {jax.__version__} keeps no help text on the option")
+    assert "trading off accuracy for speed" in text
+    assert "TPU" in text
+    for setting in ("bfloat16", "tensorfloat32"):
+        with jax.default_matmul_precision(setting):  # a setting the option accepts
+            pass
+
+
+def test_help_still_calls_remat_an_alias():
+    # The page: jax.remat's docstring calls it an alias, whether or not it is the same object.
+    first = jax.remat.__doc__.strip().splitlines()[0]
+    if jax.remat is jax.checkpoint:  # one object, whose docstring says so
+        assert "aliased to :func:`jax.remat`" in " ".join(jax.remat.__doc__.split())
+    else:
+        assert first.startswith("Alias of")

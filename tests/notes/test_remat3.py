@@ -20,6 +20,7 @@ from examples.notes import remat3 as n
 from examples.notes.remat3_check import _remat3_rule_exists, flag_available, remat3_flag
 from examples.reference import releases
 from examples.tools import compat, jaxprs
+from examples.tools.residuals import saved_residuals
 
 pytestmark = pytest.mark.skipif(
     not flag_available(), reason=f"jax {jax.__version__} has no jax_remat3 flag"
@@ -96,12 +97,12 @@ def test_static_argnames_by_keyword_and_by_position():
     from jax._src import ad_checkpoint
 
     maps_names = "infer_argnums_and_argnames" in inspect.getsource(ad_checkpoint)
-    outcome = n.static_by_position(True)
+    outcome = n.static_outcome(True)
     if maps_names:  # the names are turned into positions: the flag is static either way
         np.testing.assert_allclose(float(outcome), jax.grad(m.step)(0.5, True), rtol=1e-5)
     else:
         assert outcome == "TracerBoolConversionError"
-    assert n.static_by_position(False) == "TracerBoolConversionError"
+    assert n.static_outcome(False) == "TracerBoolConversionError"
 
 
 def test_argument_names_in_listings():
@@ -198,6 +199,8 @@ def test_defremat_is_the_custom_rule_of_jax_0_12_and_needs_both_flags():
     if not n.custom_rule_available():
         with pytest.raises(NotImplementedError, match=r"no jax\.custom_vjp\.defremat"):
             n.sin_keeping_its_cosine()
+        (run,) = n.custom_rule_runs()  # the page's cell says so, and the notebook runs on
+        assert run.kept.startswith(f"not run: jax {jax.__version__} has no jax.custom_vjp.defremat")
         return
     before = (jax.config.jax_custom_vjp3, jax.config.jax_remat3)
     runs = {r.setting: r for r in n.custom_rule_runs()}
@@ -209,6 +212,17 @@ def test_defremat_is_the_custom_rule_of_jax_0_12_and_needs_both_flags():
     assert both.kept == plain.kept == "2 × f32[3] output of cos"  # the rule decides
     for run in (vjp3, both, plain):
         assert run.gradient_error < 1e-6, run.setting
+
+
+def test_a_release_without_defremat_gets_a_row_that_says_so(monkeypatch):
+    # Faked on any release: the cell that shows what jax 0.12 adds says so on an older one.
+    monkeypatch.setattr(n, "custom_rule_available", lambda: False)
+    (run,) = n.custom_rule_runs()
+    assert run.setting == f"jax {jax.__version__}"
+    assert run.kept.startswith(f"not run: jax {jax.__version__} has no jax.custom_vjp.defremat")
+    assert run.gradient_error is None
+    table = n.custom_rule_table([run])
+    assert table.column("gradient error (float64 reference)") == ["n/a"]
 
 
 def test_release_table_reads_the_records():
@@ -240,3 +254,77 @@ def test_two_layers_uses_named_hidden_output():
     jaxpr = jax.make_jaxpr(n.two_layers)(*n.two_layers_inputs())
     assert jaxprs.count_primitive(jaxpr, "name") == 1 or jaxprs.remat3_enabled()
     assert jnp.isfinite(n.two_layers(*n.two_layers_inputs()))
+
+
+def test_the_static_cases_and_their_sentence():
+    # The page's table of static-argument cases, flag off and on, and the sentence glued from it.
+    want = f"{float(jax.grad(m.step)(0.5, True)):.6g}"
+    keyword = [n.static_outcome(on, by_keyword=True, static_argnums=(1,)) for on in (False, True)]
+    cse = [n.static_outcome(on, static_argnums=(1,), prevent_cse=(True,)) for on in (False, True)]
+    if compat.jax_version() >= (0, 12):  # measured on 0.12.0.1; other releases get their own
+        assert keyword == ["ValueError", "TracerBoolConversionError"]
+        assert cse == [want, "NotImplementedError"]
+    with pytest.raises(ValueError, match="static_argnums"):  # jax-ml/jax#18405, flag off
+        jax.grad(jax.checkpoint(m.step_body, static_argnums=(1,)))(0.5, is_training=True)
+    names = [n.static_outcome(on) for on in (False, True)]
+    text = n.static_sentence({"names": names, "keyword": keyword, "cse": cse})
+    for outcome in keyword:
+        assert f"`{outcome}`" in text
+    assert ("works without the flag" in text) is (cse[0] == want)
+    fake = {"a": ["TracerBoolConversionError", "1.5"], "b": ["1.5", "1.5"], "c": ["1.5", "1.5"]}
+    assert n.static_sentence(fake).startswith("`static_argnames` makes the argument static only")
+    assert "works without the flag and works with it" in n.static_sentence(fake)
+
+
+def test_the_printed_program_hides_the_primitives_name():
+    # The page: the checkpoint prints as RematTraced[...] (jaxpr, policy, prevent_cse), the one
+    # parameter of a call_hi_primitive equation whose name the printed program does not show.
+    W, x = n.two_layers_inputs()
+    with remat3_flag(True):
+        checkpointed = jax.checkpoint(n.two_layers, policy=jax.checkpoint_policies.dots_saveable)
+        closed = jax.make_jaxpr(checkpointed)(W, x)
+    if "call_hi_primitive" not in {e.primitive.name for e in closed.jaxpr.eqns}:
+        pytest.skip(f"jax {jax.__version__} traces jax_remat3 to another primitive")
+    (eqn,) = closed.jaxpr.eqns
+    (held,) = eqn.params.values()
+    assert type(held).__name__ == "RematTraced"
+    assert held.policy is jax.checkpoint_policies.dots_saveable
+    if hasattr(held, "prevent_cse"):  # jax 0.10.2's RematTraced holds the jaxpr and policy only
+        assert held.prevent_cse in (True, (True,) * 2)
+    assert {e.primitive.name for e in held.jaxpr.eqns} >= {"call_hi_primitive"}  # the name
+    printed = str(closed)
+    if "call_hi_primitive" in printed:
+        pytest.skip(
+            f"jax {jax.__version__} prints the primitive's name (the page describes the release "
+            "that builds it, jax 0.12)"
+        )
+    assert "RematTraced[" in printed
+    assert "CheckpointName[name=hidden]" in printed
+
+
+def test_excluding_a_name_under_the_flag_and_the_sentence():
+    # The policy reference: under jax_remat3, excluding a name really drops an array on this
+    # model (tanh has no rule of its own), unlike the default implementation.
+    from examples.reference import policies
+
+    args = policies.model_inputs()
+    sizes = n.exclusion_under_flag(policies.model, args, policies.excluding_names("hidden"))
+    excluded, everything = sizes
+    with remat3_flag(True):
+        kept = saved_residuals(jax.checkpoint(policies.model, policy=n.keep_everything), *args)
+        names = {
+            r.name
+            for r in saved_residuals(
+                jax.checkpoint(policies.model, policy=policies.excluding_names("hidden")), *args
+            )
+        }
+    assert everything == kept.excluding_arguments().nbytes
+    if everything == 0:
+        # jax 0.10.2's remat3 keeps no unnamed value under keep-everything: nothing to exclude
+        assert excluded == 0
+    else:
+        assert ("hidden" in names) is (excluded == everything)
+    text = n.exclusion_sentence((excluded, everything))
+    assert ("does drop an array" in text) is (excluded < everything)
+    assert n.exclusion_sentence((5, 5)).endswith("no array dropped")
+    assert "has no `jax_remat3` flag" in n.exclusion_sentence(None)

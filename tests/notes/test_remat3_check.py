@@ -68,13 +68,16 @@ def test_known_kind_shows_no_difference():
     report = compare_remat3(n.two_layers, *n.two_layers_inputs(), policy=CP.dots_saveable)
     assert report.policy == "dots_saveable"
     assert report.gradients_agree is True
-    assert list(report.differences) == _listing_only()
+    # Besides the listing, a release may compile the two gradients differently (jax 0.10.2:
+    # 172 against 160 FLOPs); the report says so in a line of its own.
+    compiled = [d for d in report.differences if d.startswith("the compiled gradient changes")]
+    assert [d for d in report.differences if d not in compiled] == _listing_only()
     assert report.off.kept() == report.on.kept() == "dot_general f32[4] ×2"
     assert set(report.off.implementations) == {"remat2"}
     assert set(report.on.implementations) == {"call_hi_primitive"}
     text = report._repr_markdown_()
     assert "| computed and kept | dot_general f32[4] ×2 | dot_general f32[4] ×2 |" in text
-    assert ("no difference" in repr(report)) is (not _listing_only())
+    assert ("no difference" in repr(report)) is (not list(report.differences))
 
 
 def test_custom_function_policy_reports_what_the_guide_measures():
@@ -145,6 +148,7 @@ def test_runs_outside_the_repository(tmp_path):
     assert out.stdout.strip() == "ok"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["scan_transformer_case", "linen_case", "nnx_case"])
 def test_the_guides_models(case):
     f, args = getattr(n, case)(CP.save_only_these_names("mlp_hidden", "mlp_pre"))
@@ -155,5 +159,25 @@ def test_the_guides_models(case):
     assert report.off.residuals.nbytes == report.on.residuals.nbytes
     prevent_cse_dropped = n.barriers(False, True) != 0  # this release ignores prevent_cse=False
     for line in report.differences:
-        assert line in _listing_only() or (prevent_cse_dropped and "optimization barrier" in line)
+        assert (
+            line in _listing_only()
+            or (prevent_cse_dropped and "optimization barrier" in line)
+            or line.startswith("the compiled gradient changes: ")
+        )
     assert jax.config.jax_remat3 is False
+
+
+def test_the_report_shows_the_compiled_gradient_as_xla_measures_it():
+    from examples.tools.measure import compiled_stats
+
+    W, x = n.two_layers_inputs()
+    report = compare_remat3(n.two_layers, W, x, policy=n.keep_everything, argnums=(0, 1))
+    for side in (report.off, report.on):
+        with remat3_flag(side.flag):
+            f = jax.checkpoint(n.two_layers, policy=n.keep_everything)
+            stats = compiled_stats(jax.grad(f, argnums=(0, 1)), W, x)
+        assert (side.temp_bytes, side.flops) == (stats.temp_bytes, stats.flops)
+    row = dict((label, (off, on)) for label, off, on in report.rows())
+    assert "compiled gradient: temp, FLOPs" in row
+    changed = (report.off.temp_bytes, report.off.flops) != (report.on.temp_bytes, report.on.flops)
+    assert any(d.startswith("the compiled gradient changes") for d in report.differences) is changed

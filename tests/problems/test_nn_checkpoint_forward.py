@@ -66,6 +66,24 @@ def test_linen_one_block_saves_memory_and_the_whole_model_only_adds_work():
     assert (costs["twice"].temp_bytes, costs["twice"].flops) == (block.temp_bytes, block.flops)
 
 
+def test_a_checkpointed_block_recomputes_only_its_first_product():
+    """The page: no checkpoint 6 products (per Dense one forward, two backward), around the model
+    8 (both forward products again), per block 7 (the first only: the second Dense's backward pass
+    never reads its output); the FLOPs follow the same ratios."""
+    x = p2.page_input(batch=64, features=32)
+    models = {
+        "none": p2.Stack(features=32, blocks=4),
+        "whole": nn.checkpoint(p2.Stack)(features=32, blocks=4),
+        "block": p2.Stack(features=32, blocks=4, block=nn.checkpoint(p2.Block)),
+    }
+    products = p2.gradient_products(models, x)
+    assert products == {"none": 6, "whole": 8, "block": 7}
+    costs = p2.gradient_costs(models, x)
+    for name in ("whole", "block"):
+        ratio = costs[name].flops / costs["none"].flops
+        assert ratio == pytest.approx(products[name] / products["none"], abs=0.03), name
+
+
 def test_linen_stack_computes_blocks_one_after_another_with_their_own_parameters():
     x = p2.page_input(batch=3, features=4)
     stack = p2.Stack(features=4, blocks=3)

@@ -11,6 +11,7 @@ from problems._helpers import DOTS, NOTHING, _close, _computed
 
 from examples.problems import nnx_remat_policy as p3
 from examples.tools import compat
+from examples.tools.residuals import saved_residuals
 
 # --- the reference against NumPy ------------------------------------------------------------------
 
@@ -67,12 +68,32 @@ def test_nnx_remat_per_block_beats_the_whole_model_for_each_policy():
     none = costs["none"]
     for whole in ("whole dots", "whole nothing"):
         assert costs[whole].temp_bytes >= none.temp_bytes  # never helps
+    assert costs["whole dots"].temp_bytes > none.temp_bytes  # the page: worse than no remat
     assert costs["whole nothing"].flops > none.flops
     assert costs["block dots"].temp_bytes < costs["whole dots"].temp_bytes
     assert costs["block nothing"].temp_bytes < costs["whole nothing"].temp_bytes
     assert costs["block nothing"].temp_bytes < none.temp_bytes
     assert costs["block nothing"].flops > none.flops
     assert costs["block dots"].temp_bytes > none.temp_bytes  # ReLU: the products cost more
+
+
+def test_nnx_a_policy_around_the_scan_keeps_every_blocks_products_and_the_masks_again():
+    """The page: with the policy around the model, the forward pass keeps the two products of
+    every block, stacked over the blocks (the policy applies inside the scan), and nothing else
+    stacked; without remat, per block two float values and two masks; with nothing saveable, none.
+    The backward pass then recomputes the scan, which keeps what no remat keeps."""
+    graphdef, state = nnx.split(p3.make_blocks(blocks=3, features=4))
+    x = p3.page_input(batch=2, features=4)
+
+    def model(blocks, x):
+        return p3.apply_blocks(p3.forward, blocks, x)
+
+    assert p3.stacked_values_kept(graphdef, state, x, nnx.remat(model, policy=DOTS)) == 2
+    assert p3.stacked_values_kept(graphdef, state, x, nnx.remat(model, policy=NOTHING)) == 0
+    assert p3.stacked_values_kept(graphdef, state, x, model) == 4
+    kept = saved_residuals(p3.loss_of(graphdef, nnx.remat(model, policy=DOTS)), state, x)
+    stacked = [r for r in kept.excluding_arguments() if r.shape == (3, *x.shape)]
+    assert {str(r.dtype) for r in stacked} == {"float32"}  # the products, not the masks
 
 
 def _stacked(state, layer: str, name: str, i: int) -> np.ndarray:

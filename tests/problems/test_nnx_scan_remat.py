@@ -3,6 +3,7 @@ checked in test_scan_remat_body.py), and every claim its page makes."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import jax
@@ -14,6 +15,7 @@ from problems._helpers import DOTS, NOTHING, _close
 
 from examples.problems import nnx_scan_remat as p5
 from examples.tools.compat import set_variable_value
+from examples.tools.jaxprs import remat3, remat3_available, walk
 from examples.tools.residuals import saved_residuals
 
 # --- the reference against NumPy ------------------------------------------------------------------
@@ -113,6 +115,40 @@ def test_nnx_remat_on_the_step_pays_and_around_the_scan_does_not():
     for around in ("around dots", "around nothing"):
         assert costs[around].temp_bytes >= 0.95 * none.temp_bytes  # neither helps
         assert costs[around].flops >= none.flops
+    assert costs["around dots"].temp_bytes > none.temp_bytes  # the page: worse than no remat
+
+
+def test_nnx_policy_around_the_scan_keeps_every_layers_first_product():
+    """The page: with the policy around the scan, the forward pass keeps every layer's input and
+    first product, stacked over the layers (layers x N x F and layers x N x 4F: the policy applies
+    inside the scan), and no other computed value; with nothing saveable, none of them."""
+    graphdef, state = nnx.split(p5.make_blocks(seed=0, features=4, layers=3))
+    x = p5.page_input(batch=2, features=4)
+    around = nnx.remat(_over_blocks(_nnx_step), policy=DOTS)
+    kept = saved_residuals(p5.loss_of(graphdef, around), state, x).excluding_arguments()
+    computed = sorted(r.type_str for r in kept if r.shape != x.shape)  # the loss keeps x's shape
+    assert computed == ["f32[3,2,16]", "f32[3,2,4]"]
+    nothing = nnx.remat(_over_blocks(_nnx_step), policy=NOTHING)
+    kept = saved_residuals(p5.loss_of(graphdef, nothing), state, x).excluding_arguments()
+    assert [r for r in kept if r.shape != x.shape] == []
+
+
+@pytest.mark.parametrize("prevent_cse", [True, False])
+def test_nnx_remat_takes_prevent_cse_as_jax_checkpoint_does(prevent_cse):
+    """The page: nnx.remat passes prevent_cse on; in a scan, False keeps the same values."""
+    graphdef, state = nnx.split(p5.make_blocks(seed=0, features=4, layers=3))
+    x = p5.page_input(batch=2, features=4)
+    step = nnx.remat(_nnx_step, policy=DOTS, prevent_cse=prevent_cse)
+    # the flag is a parameter of remat2's equation (the default where there is no jax_remat3)
+    with remat3(False) if remat3_available() else contextlib.nullcontext():
+        jaxpr = jax.make_jaxpr(p5.loss_of(graphdef, _over_blocks(step)))(state, x)
+    params = [e.params for e, _ in walk(jaxpr.jaxpr) if e.primitive.name == "remat2"]
+    assert [p["prevent_cse"] for p in params] == [prevent_cse]
+    kept = saved_residuals(p5.loss_of(graphdef, _over_blocks(step)), state, x)
+    default = saved_residuals(
+        p5.loss_of(graphdef, _over_blocks(nnx.remat(_nnx_step, policy=DOTS))), state, x
+    )
+    assert sorted(r.type_str for r in kept) == sorted(r.type_str for r in default)
 
 
 def test_blocks_from_split_rngs_have_the_shapes_but_not_the_parameters():

@@ -100,6 +100,31 @@ def test_the_problems_index_lists_them_all_through_discovery():
     assert re.search(r"```\{toctree\}\n:hidden:\n:glob:\n\n\*\n```", index)
 
 
+def test_the_problems_index_lists_the_checkers_lines_in_order_as_they_run(capsys):
+    """How checking works lists one item per line of output, in the order printed; the first six
+    stop the run when they fail; the residuals line compares the first input only."""
+    from examples.check import check_function
+    from examples.problems._check_names import check_names
+    from examples.problems._checks import prepare, standard_checks
+    from examples.problems.checkpoint_dot_policy import without_checkpoint
+
+    index = (PAGES / "index.md").read_text()
+    listed = re.findall(r"^(\d+)\. `(\w+)`:", index, flags=re.M)
+    assert [name for _, name in listed] == check_names()
+    assert [int(n) for n, _ in listed] == list(range(1, len(check_names()) + 1))
+    assert "When one of the first six fails, the checks after it\nare skipped" in index
+    problem = load_problem("checkpoint_dot_policy")
+    prepared = prepare(problem, 0)
+    fatal = [name for name, is_fatal, _ in standard_checks(problem, jnp.sin, prepared) if is_fatal]
+    assert ["load", *fatal] == check_names()[:6]
+    assert check_function("checkpoint_dot_policy", without_checkpoint, seed=0) == 1
+    lines = capsys.readouterr().out.splitlines()
+    residuals = next(line for line in lines if line.startswith("FAIL  residuals"))
+    labels = [case.label for case in prepared.cases]
+    assert len(set(labels)) > 1
+    assert [label for label in labels if f"({label})" in residuals] == labels[:1]
+
+
 @pytest.fixture
 def extra_problem_dir(tmp_path, monkeypatch):
     """A folder on ``examples.problems.__path__``, for modules a test writes."""

@@ -127,6 +127,32 @@ def test_checkpointing_the_step_saves_memory_and_around_the_scan_saves_nothing()
     assert around.flops > none.flops  # ...and recomputes
 
 
+def test_the_checkpointed_step_recomputes_its_first_product_and_around_the_scan_both():
+    """The page: the gradient holds 11 matrix products without checkpoint (input layer 1 + 1,
+    output layer 1 + 2, the scanned block 2 + 4), 12 with the checkpointed step (the block's first
+    product again: the second's output is read by nothing) and 13 around the scan (both again)."""
+    stacked, x = dots_problem.stacked_params("mlp_block", depth=4, batch=8, width=16)
+    params = p4.model_params(stacked, width=16)
+    products = {
+        name: p4.traced_size(loss, params, x)[1]
+        for name, loss in {
+            "none": p4.scan_model(_step),
+            "body": p4.scan_model(jax.checkpoint(_step)),
+            "around": p4.scan_model(_step, checkpoint_scan=True),
+        }.items()
+    }
+    assert products == {"none": 11, "body": 12, "around": 13}
+    # Not recomputed because nothing reads it: put a tanh after the second product, whose
+    # derivative reads that output, and the checkpointed step computes both products again.
+    from examples.problems.checkpoint_dot_policy import rms_norm
+
+    def read_step(h, p):
+        return h + jnp.tanh(jax.nn.gelu(rms_norm(h) @ p["w1"]) @ p["w2"]), None
+
+    assert p4.traced_size(p4.scan_model(read_step), params, x)[1] == 11
+    assert p4.traced_size(p4.scan_model(jax.checkpoint(read_step)), params, x)[1] == 13
+
+
 def test_jax_documents_prevent_cse_as_unnecessary_inside_a_scan():
     doc = " ".join((jax.checkpoint.__doc__ or "").split())
     assert "like when used inside a :func:`~jax.lax.scan`, this CSE prevention mechanism is" in doc

@@ -388,3 +388,21 @@ def test_checkpoint_policies_is_a_namespace_not_a_module():
     assert isinstance(jax.checkpoint_policies, types.SimpleNamespace)
     with pytest.raises(ModuleNotFoundError):
         exec("from jax.checkpoint_policies import nothing_saveable", {})
+
+
+def test_the_page_names_five_kinds_of_entry():
+    # The page: "five kinds", each described; every kind the catalogue uses is among them.
+    import typing
+
+    kinds = typing.get_args(policies.Kind)
+    assert kinds == ("policy", "factory", "combinator", "offload", "class")
+    assert {e.kind for e in policies.CATALOGUE} == set(kinds)
+
+
+def test_an_offloaded_value_is_listed_as_the_device_put_that_moves_it():
+    # The page's glued sentence: <host> in the type where the release's types carry a memory
+    # space; no source location where JAX gives none.
+    kept = computed(policies.BY_NAME["offload_dot_with_no_batch_dims"].build())
+    assert {r.primitive for r in kept} == {"device_put"}
+    if hasattr(jax.core.ShapedArray((1,), np.float32), "memory_space"):
+        assert all(r.source is None for r in kept)

@@ -175,3 +175,85 @@ def test_relation_words():
     assert J.relation(5, 5) == "the same temporary memory as"
     assert J.relation(3 * 2**20, 2**20) == "2.0 MiB more temporary memory than"
     assert J.relation(1, 9, "traced peak") == "8 B less traced peak than"
+
+
+# -- what the page says around the barriers (expert review A) -------------------------------------
+
+
+def _two_layer_grad_text(prevent_cse=True, policy=None):
+    def layer(x, w):
+        return jnp.tanh(x @ w)
+
+    def loss(ws, x):
+        h = jax.checkpoint(layer, prevent_cse=prevent_cse, policy=policy)(x, ws[0])
+        return jnp.sum(layer(h, ws[1]))
+
+    ws = [jnp.full((4, 4), 0.1), jnp.full((4, 4), 0.2)]
+    return jax.jit(jax.grad(loss)).lower(ws, jnp.ones((2, 4))).as_text()
+
+
+def test_the_barrier_holds_the_checkpoints_inputs_and_the_incoming_cotangent():
+    # The page: the recomputation's inputs and the cotangent go through one barrier.
+    text = _two_layer_grad_text()
+    (line,) = [ln for ln in text.splitlines() if "stablehlo.optimization_barrier" in ln]
+    operands = line.split("optimization_barrier")[1].split(":")[0].replace(" ", "").split(",")
+    arguments = [o for o in operands if o.startswith("%arg")]
+    assert len(arguments) == 2  # x and the first layer's weights
+    assert len(operands) == 3  # and one computed value: the cotangent of the checkpoint's output
+    assert "optimization_barrier" not in _two_layer_grad_text(prevent_cse=False)
+    # With a policy that saves the product, the saved value goes through it too.
+    text = _two_layer_grad_text(policy=jax.checkpoint_policies.dots_saveable)
+    (line,) = [ln for ln in text.splitlines() if "stablehlo.optimization_barrier" in ln]
+    operands = line.split("optimization_barrier")[1].split(":")[0].replace(" ", "").split(",")
+    assert len([o for o in operands if not o.startswith("%arg")]) == 2  # product and cotangent
+
+
+def test_the_docstring_names_what_the_page_says_newer_releases_add():
+    doc = " ".join(jax.checkpoint.__doc__.split())
+    if not hasattr(jax.config, "jax_remat_barrier_no_cotangents"):
+        pytest.skip(f"jax {jax.__version__} has no jax_remat_barrier_no_cotangents (jax 0.12 has)")
+    assert "``jax_remat_barrier_no_cotangents``" in doc
+    assert "``prevent_cse`` may also be a pytree prefix of the arguments" in doc
+
+
+def test_reduce_precision_on_saved_values_is_there_for_excess_precision():
+    # The page: JAX's source says why it re-rounds each saved value, citing PR 22244.
+    import inspect
+
+    from jax._src import ad_checkpoint
+
+    source = " ".join(inspect.getsource(ad_checkpoint).replace("#", " ").split())  # comments joined
+    assert "XLA excess precision, insert explicit" in source
+    assert "22244" in source
+
+
+def test_removing_the_barrier_pass_through_compile_options_on_this_release():
+    # The page: the bare compile(options) call works, except on jax 0.5, which refuses it.
+    lowered = jax.jit(jax.grad(lambda x: jnp.sum(jax.checkpoint(jnp.sin)(x)))).lower(jnp.ones(4))
+    options = {"xla_disable_hlo_passes": "cse_barrier_expander"}
+    if compat.jax_version() < (0, 6):
+        with pytest.raises(RuntimeError, match="repeated"):
+            lowered.compile(options)
+    else:
+        assert "opt-barrier(" in lowered.compile(options).as_text()
+
+
+@cpu_only
+def test_xlas_own_remat_pass_leaves_the_pages_cpu_figures_alone():
+    # The page: JAX's jax_compiler_enable_remat_pass switches XLA's own rematerialization pass,
+    # on by default; the CPU figures are the same without it.
+    if not hasattr(jax.config, "jax_compiler_enable_remat_pass"):
+        pytest.skip(f"jax {jax.__version__} has no jax_compiler_enable_remat_pass")
+    assert jax.config.jax_compiler_enable_remat_pass is True
+    params, x = J.mlp_inputs(depth=DEPTH, batch=BATCH, width=WIDTH)
+    temps = []
+    for enabled in (True, False):
+        jax.config.update("jax_compiler_enable_remat_pass", enabled)
+        try:
+            fn = jax.grad(scan_loss(jax.checkpoint(J.dense_relu)))
+            temps.append(
+                jax.jit(fn).lower(params, x).compile().memory_analysis().temp_size_in_bytes
+            )
+        finally:
+            jax.config.update("jax_compiler_enable_remat_pass", True)
+    assert temps[0] == temps[1]

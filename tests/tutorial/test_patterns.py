@@ -105,6 +105,26 @@ def test_dropout_under_checkpoint_draws_the_same_mask():
 
 
 @cpu_only
+def test_a_checkpoint_that_splits_a_fused_loop_costs_memory_under_xla():
+    # The page: the barrier is opaque to fusion, so "checkpoint h" runs more fused loops than no
+    # checkpoint and stores an intermediate that the single loop never did.
+    big = jnp.linspace(0.1, 1.0, 2**20)
+    plain, last = "no checkpoint", "checkpoint h (last stage)"
+    for name, fn in T.composition_variants().items():  # each checkpoint's barrier, before XLA
+        lowered = jax.jit(jax.grad(lambda u, fn=fn: jnp.sum(fn(u)))).lower(big).as_text()
+        assert ("stablehlo.optimization_barrier" in lowered) is (name != plain), name
+    fusions, temps = S.placement_fusions(big), S.placement_temp_bytes(big)
+    assert S.placement_temp_text(fusions, unit=None).startswith(f"no checkpoint: {fusions[plain]};")
+    if fusions[last] == fusions[plain]:
+        pytest.skip(
+            f"jax {jax.__version__}: XLA fuses 'checkpoint h' into as many loops as no "
+            "checkpoint (the page's claim is about the release that builds it, jax 0.12)"
+        )
+    assert fusions[last] > fusions[plain]
+    assert temps[last] >= big.nbytes > temps[plain]
+
+
+@cpu_only
 def test_placement_temp_bytes_cover_every_placement():
     v = jnp.linspace(0.1, 1.0, 1024)
     temps = S.placement_temp_bytes(v)

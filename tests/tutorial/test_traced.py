@@ -463,3 +463,33 @@ def test_every_glued_key_on_the_page_is_glued():
     missing = used - in_cells - set(facts)
     assert not missing, f"glued on the page but never glued: {sorted(missing)}"
     assert used, "the page glues nothing"
+
+
+def test_the_policy_table_holds_some_of_the_public_names_and_the_missing_one():
+    # The page: the table holds the names the tutorial uses, not all of them; the ones it leaves
+    # out include offloading policies and the combinator.
+    from examples.tools.compat import policy_names
+
+    public = set(policy_names())
+    left_out = public - set(T.POLICY_NOTES)
+    assert left_out
+    assert "save_from_both_policies" in left_out
+    assert any("offload" in name for name in left_out)
+    missing = [name for name, present, _ in T.policy_rows() if not present]
+    assert missing == ["save_anything_but_these_names"]
+
+
+def test_print_residuals_prints_jaxs_lines_naming_the_product(capsys):
+    # The page: print_residuals prints the lines JAX's newer releases print; where an older
+    # release names a kept product's reduce_precision, it names the dot_general.
+    from jax.ad_checkpoint import print_saved_residuals
+
+    args = T.chain_inputs()
+    print_saved_residuals(T.f_dots_saveable, *args)
+    theirs = [line.split(" from ")[0] for line in capsys.readouterr().out.splitlines()]
+    ours = [
+        line.split(" from ")[0]
+        for line in str(saved_residuals(T.f_dots_saveable, *args)).splitlines()
+    ]
+    assert len(ours) == len(theirs) > 3
+    assert ours == [line.replace("reduce_precision", "dot_general") for line in theirs]

@@ -44,6 +44,7 @@ from examples.explorer.model import (
     name_exclusion,
 )
 from examples.explorer.render import (
+    barrier_table,
     budget_sentence,
     exclusion_table,
     growth_per_layer,
@@ -55,7 +56,15 @@ from examples.explorer.render import (
     results_table,
     timing_verdicts,
 )
-from examples.explorer.run import DEPTH_POLICIES, depth_sweep, measure, run
+from examples.explorer.run import (
+    BARRIER_POLICIES,
+    DEPTH_POLICIES,
+    BarrierCost,
+    barrier_costs,
+    depth_sweep,
+    measure,
+    run,
+)
 from examples.explorer.theory import (
     counted_share,
     flop_ratio,
@@ -66,17 +75,21 @@ from examples.explorer.theory import (
 
 __all__ = [
     "ALIASES",
+    "BARRIER_POLICIES",
     "DEPTH_POLICIES",
     "NO_REMAT",
     "OFFLOAD_POLICIES",
     "POLICIES",
     "RUNS",
     "SCHEMA",
+    "BarrierCost",
     "Comparison",
     "DepthPoint",
     "ExplorerDataError",
     "Result",
     "Run",
+    "barrier_costs",
+    "barrier_table",
     "budget_sentence",
     "compare_policies",
     "counted_share",

@@ -56,14 +56,24 @@ OFFLOAD_POLICIES = (
 )
 
 
-def layer_fn(cfg: Config, policy: Any) -> Callable[[jax.Array, dict[str, jax.Array]], jax.Array]:
+def layer_fn(
+    cfg: Config, policy: Any, *, prevent_cse: bool = True
+) -> Callable[[jax.Array, dict[str, jax.Array]], jax.Array]:
+    """The block, under ``jax.checkpoint`` with ``policy`` unless it is ``None``.
+
+    ``prevent_cse`` is JAX's default (``True``) unless asked: the page measures that default, and
+    :func:`examples.explorer.run.barrier_costs` what turning it off changes inside the scan."""
     fn = lambda h, p: block(h, p, cfg.heads)
-    return fn if policy is None else jax.checkpoint(fn, policy=policy)
+    if policy is None:
+        return fn
+    return jax.checkpoint(fn, policy=policy, prevent_cse=prevent_cse)
 
 
-def make_loss(cfg: Config, policy: Any) -> Callable[[dict[str, jax.Array], jax.Array], jax.Array]:
+def make_loss(
+    cfg: Config, policy: Any, *, prevent_cse: bool = True
+) -> Callable[[dict[str, jax.Array], jax.Array], jax.Array]:
     """Scan the (possibly checkpointed) block over the layers; mean square of the output."""
-    return scan_loss(layer_fn(cfg, policy))
+    return scan_loss(layer_fn(cfg, policy, prevent_cse=prevent_cse))
 
 
 def layer_residuals(cfg: Config, policy: Any) -> Residuals:

@@ -132,7 +132,8 @@ def placement_costs(
     """Residuals kept, and XLA's memory and FLOPs, for each placement of ``jax.checkpoint``.
 
     With ``value_and_grad`` the compiled function returns the loss as well as the gradient, as a
-    training step does; with ``jax.grad`` alone the loss is dead code that XLA may delete.
+    training step does; with ``jax.grad`` alone the loss is dead code, which JAX drops from the
+    program before XLA sees it.
     """
     w, xs = stage_inputs(stages=3)
     x = xs[0]
@@ -199,7 +200,8 @@ def scan_table(stats: dict[str, CompiledStats]) -> Table:
 
 def recomputation_kept_by_release(records: Sequence[dict[str, Any]]) -> dict[bool, str]:
     """Where XLA kept the recomputation of per-layer checkpoints in straight-line code, release
-    by release: the ``straight_line`` fact of the release records (the tutorial's program),
+    by release: the ``straight_line`` fact of the release records (a stack of its own,
+    :func:`examples.reference.release_facts.straight_line`),
     ``{True: releases that kept the recomputed products, False: releases that removed them}``,
     each as spans of the matrix (``"0.5.0–0.10.2"``)."""
     kept = [

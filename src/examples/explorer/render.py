@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from examples.explorer.data import DepthPoint, Result
 from examples.explorer.model import NO_REMAT, POLICIES
+from examples.explorer.run import BarrierCost
 from examples.explorer.theory import counted_share
 from examples.tools.display import Table, format_bytes, format_ratio, format_seconds
 from examples.tools.models import Config
@@ -105,6 +106,30 @@ def exclusion_table(listings: dict[str, Residuals]) -> Table:
     ]
     header = ["policy", "values kept", "bytes", "named values kept"]
     return Table(header, rows, align=["left", "right", "right", "left"])
+
+
+def barrier_table(costs: Sequence[BarrierCost], no_remat_temp_bytes: int) -> Table:
+    """Each policy's compiled temporary memory with JAX's default ``prevent_cse=True`` and
+    without it, against no remat, and whether the FLOPs change."""
+    rows = [
+        [
+            f"`{c.policy}`",
+            format_bytes(c.temp_bytes),
+            format_bytes(c.temp_bytes_without),
+            format_bytes(c.temp_bytes - c.temp_bytes_without),
+            format_ratio(c.flops_without, c.flops),
+        ]
+        for c in costs
+    ]
+    header = [
+        "policy",
+        "temp memory, prevent_cse=True",
+        "prevent_cse=False",
+        "the barrier's cost",
+        "FLOPs, False vs. True",
+    ]
+    rows.append(["no remat (no checkpoint)", format_bytes(no_remat_temp_bytes), "", "", ""])
+    return Table(header, rows, align=["left", "right", "right", "right", "right"])
 
 
 # --- verdicts on step times ---------------------------------------------------------------------

@@ -60,6 +60,42 @@ def measure(
 
 DEPTH_POLICIES = (NO_REMAT, "dots_with_no_batch_dims_saveable", "nothing_saveable")
 
+#: The policies whose cost :func:`barrier_costs` measures with and without ``prevent_cse``.
+BARRIER_POLICIES = (
+    "everything_saveable",
+    "dots_saveable",
+    "dots_with_no_batch_dims_saveable",
+    "nothing_saveable",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class BarrierCost:
+    """One policy's compiled gradient with JAX's default ``prevent_cse=True`` and without it."""
+
+    policy: str
+    temp_bytes: int  #: with the barrier (the default, what the page's table measures)
+    temp_bytes_without: int  #: ``prevent_cse=False``
+    flops: float | None
+    flops_without: float | None
+
+
+def barrier_costs(cfg: Config, policies: Sequence[str] = BARRIER_POLICIES) -> list[BarrierCost]:
+    """Compiled temporary memory and FLOPs of each policy's gradient, scanned as on the page, with
+    and without ``prevent_cse`` (compilation only, no timing)."""
+    _check_names(policies)
+    params, x = init_params(cfg), init_inputs(cfg)
+    found = []
+    for name in policies:
+        with_, without = (
+            compiled_stats(jax.grad(make_loss(cfg, POLICIES[name], prevent_cse=cse)), params, x)
+            for cse in (True, False)
+        )
+        found.append(
+            BarrierCost(name, with_.temp_bytes, without.temp_bytes, with_.flops, without.flops)
+        )
+    return found
+
 
 def depth_sweep(
     cfg: Config, layers: Sequence[int] = (2, 4, 8, 16), policies: Sequence[str] = DEPTH_POLICIES

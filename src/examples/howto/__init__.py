@@ -5,10 +5,17 @@
   linen and Flax NNX, with :mod:`examples.howto.flax_steps` (sizes and the table they share);
 - :mod:`examples.howto.choose_policy`: choose a policy for a transformer block;
 - :mod:`examples.howto.measure_memory`: measure memory on your own hardware;
+- :mod:`examples.howto.fit`: will it fit? A 1B/8B decoder's training step compiled for GPUs and
+  TPUs (the recorder and the page's tables), with :mod:`examples.howto.fit_model` (the model, its
+  FSDP specs and policies) and :mod:`examples.howto.fit_own` (a reader's own step, plain JAX and
+  Flax NNX, through one call);
 - :mod:`examples.howto.diagnose` and :mod:`examples.howto.symptoms`: when remat goes wrong, a
-  diagnostic for the reader's own function and the symptoms it tells apart;
-- :mod:`examples.howto.elsewhere`: the same ideas in PyTorch, MaxText and Haliax;
+  diagnostic for the reader's own function and the symptoms it tells apart, with
+  :mod:`examples.howto.answers` (the behaviours behind the questions readers bring);
+- :mod:`examples.howto.elsewhere`: the same ideas in PyTorch, MaxText and Haliax, with
+  :mod:`examples.howto.equinox_remat` (Equinox's checkpoint and what ``jax.checkpoint`` refuses);
 - :mod:`examples.howto.sharding`, with :mod:`examples.howto.collectives` (the collectives of a
-  compiled program) and :mod:`examples.howto.offload` (host offload, and its recorder): remat on a
-  sharded step.
+  compiled program), :mod:`examples.howto.offload` (host offload, and its recorder) and
+  :mod:`examples.howto.explicit_axes` (the same step on a mesh with ``Explicit`` axes): remat on
+  a sharded step.
 """

@@ -251,6 +251,12 @@ def attention_products(cfg: Config = SHORT) -> list[tuple[str, bool]]:
     return found
 
 
+def attention_crossover(cfg: Config) -> int:
+    """The sequence length from which the attention's two products (4·s·d FLOPs a token) cost
+    more than the block's products with its weights ((8 + 4·mlp_ratio)·d² a token)."""
+    return (2 + cfg.mlp_ratio) * cfg.width
+
+
 def recomputed_products(cfg: Config, policy: Any, attention: Attention) -> int:
     """``dot_general`` equations in the backward pass's checkpoint equation (recomputation and
     the backward products together): fewer means less recomputed, for the same block."""

@@ -138,3 +138,9 @@ def barrier_facts(
         f"{prefix}_barrier_verdict": verdict,
         f"{prefix}_no_barrier_temp": format_bytes(bare),
     }
+
+
+def max_abs_difference(a: Any, b: Any) -> float:
+    """The largest absolute difference between two pytrees of arrays of one structure."""
+    pairs = zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True)
+    return max(float(jnp.max(jnp.abs(x - y))) for x, y in pairs)

@@ -6,10 +6,7 @@ optimizer (optax comes with Flax: Flax depends on it). The blocks are written on
 :class:`Block`, and the guide lifts that class with Flax's transforms: ``nn.remat`` in a Python
 loop of blocks, ``nn.scan(nn.remat(...))`` over stacked blocks, ``nn.remat_scan`` for nested
 checkpoints. The models take the lifted class as a field, so a page cell shows the Flax call.
-
-Every figure the guide shows is read from XLA's compiled program
-(:func:`examples.tools.measure.compiled_stats`) or from what JAX's autodiff keeps
-(:func:`examples.tools.residuals.saved_residuals`).
+Figures come from XLA's compiled program and from what JAX's autodiff keeps.
 """
 
 from __future__ import annotations
@@ -206,10 +203,12 @@ def loss_fn(
     return jnp.mean(losses)
 
 
-def make_train_step(model: nn.Module, tx: optax.GradientTransformation) -> Callable[..., Any]:
-    """One jitted training step: loss, ``jax.value_and_grad``, optimizer update."""
+def make_train_step(
+    model: nn.Module, tx: optax.GradientTransformation, donate: bool = False
+) -> Callable[..., Any]:
+    """One jitted training step: loss, ``jax.value_and_grad``, optimizer update. ``donate``:
+    XLA may write the new parameters and optimizer state over the old ones."""
 
-    @jax.jit
     def train_step(
         params: Params, opt_state: Any, batch: Batch, dropout_key: jax.Array
     ) -> tuple[Params, Any, jax.Array]:
@@ -217,7 +216,7 @@ def make_train_step(model: nn.Module, tx: optax.GradientTransformation) -> Calla
         updates, opt_state = tx.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, loss
 
-    return train_step
+    return jax.jit(train_step, donate_argnums=(0, 1) if donate else ())
 
 
 def init_params(model: nn.Module, batch: Batch, seed: int = 0) -> Params:
@@ -288,26 +287,42 @@ class Stack(nn.Module):
         return out if self.nested else out[0]  # type: ignore[no-any-return]
 
 
+def scanned_stack(block: Any, depth: int, unroll: int = 1) -> Stack:
+    """``nn.scan`` of ``block`` over ``depth`` layers, ``unroll`` of them per loop iteration."""
+    lifted = nn.scan(
+        block, variable_axes={"params": 0}, split_rngs={"params": True}, length=depth, unroll=unroll
+    )
+    return Stack(lifted, nested=False)
+
+
 def stacks(depth: int) -> dict[str, Stack]:
     """The four stacks of the depth study, at ``depth`` = n² layers."""
     side = math.isqrt(depth)
     if side * side != depth:
         raise ValueError(f"depth {depth} is not a square; nn.remat_scan gets lengths (√L, √L)")
 
-    def scanned(block: Any) -> Stack:
-        lifted = nn.scan(
-            block, variable_axes={"params": 0}, split_rngs={"params": True}, length=depth
-        )
-        return Stack(lifted, nested=False)
-
     def nested(block: Any) -> Stack:
         return Stack(nn.remat_scan(block, lengths=(side, side)), nested=True)
 
+    remat = nn.remat(ScanMLPBlock, prevent_cse=False)
     return {
-        "nn.scan(MLPBlock)": scanned(ScanMLPBlock),
-        "nn.scan(nn.remat(MLPBlock))": scanned(nn.remat(ScanMLPBlock, prevent_cse=False)),
+        "nn.scan(MLPBlock)": scanned_stack(ScanMLPBlock, depth),
+        "nn.scan(nn.remat(MLPBlock))": scanned_stack(remat, depth),
         "nn.remat_scan(MLPBlock)": nested(MLPBlock),
         "nn.remat_scan(nn.remat(MLPBlock))": nested(nn.remat(MLPBlock, prevent_cse=False)),
+    }
+
+
+def unrolled_stacks(depth: int = 4) -> dict[str, Stack]:
+    """The scan fully unrolled (``unroll=depth``): without remat, remat without the barrier
+    (``prevent_cse=False``) and with it (the default)."""
+    blocks = {
+        "MLPBlock": ScanMLPBlock,
+        "nn.remat(MLPBlock, prevent_cse=False)": nn.remat(ScanMLPBlock, prevent_cse=False),
+        "nn.remat(MLPBlock)": nn.remat(ScanMLPBlock),
+    }
+    return {
+        f"nn.scan({n}, unroll={depth})": scanned_stack(b, depth, depth) for n, b in blocks.items()
     }
 
 
@@ -432,9 +447,3 @@ def train_side_by_side(
             params, opt_state, loss = step(params, opt_state, batch, dropout_key(100 + i))
             losses[name].append(float(loss))
     return losses
-
-
-def max_abs_difference(a: Any, b: Any) -> float:
-    """The largest absolute difference between two pytrees of arrays of one structure."""
-    pairs = zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True)
-    return max(float(jnp.max(jnp.abs(x - y))) for x, y in pairs)

@@ -169,14 +169,24 @@ class ScannedTransformer(nnx.Module):
         return out
 
 
+#: The Flax release that added ``graph``/``graph_updates`` to ``nnx.remat`` and the other NNX
+#: transforms (read from Flax's source: 0.12.5 has neither, 0.12.6 has both); the guide's
+#: recommended spelling needs it. The split pattern (:class:`SplitScannedTransformer`) does not.
+GRAPH_UPDATES_SINCE = "0.12.6"
+#: The Flax release whose NNX transforms first refuse a bound method ("nnx.remat does not support
+#: bound methods", ``flax/nnx/transforms/transforms.py``); before it one is accepted.
+BOUND_METHOD_CHECK_SINCE = "0.12.1"
+
+
 class SplitScannedTransformer(ScannedTransformer):
     """The same model, its layers applied the way large NNX code bases do it.
 
     ``nnx.split`` the stacked blocks into a graph definition and state, ``jax.lax.scan`` a
     ``jax.checkpoint`` of a pure function that rebuilds one layer with ``nnx.merge``, calls it,
     and returns the part of its state that ``returns`` selects; ``nnx.update`` writes that back.
-    ``returns=nnx.RngState`` returns the random streams' counters, the only state a forward
-    pass changes; ``returns=...`` returns the whole layer state, parameters included.
+    ``returns=nnx.RngState`` returns the random streams' state: their counters, the only state
+    a forward pass changes, and their keys, which it does not change (``nnx.RngCount`` would be
+    the counters alone); ``returns=...`` returns the whole layer state, parameters included.
     """
 
     def __init__(

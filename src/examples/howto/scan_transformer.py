@@ -91,6 +91,45 @@ def init_state(cfg: Config = CFG) -> tuple[Any, Any, jax.Array, jax.Array]:
     return params, optimizer().init(params), x, y
 
 
+# --- dropout keys and a Python flag inside the scanned block --------------------------------------
+
+
+def dropout_block(
+    h: jax.Array, p: Any, key: jax.Array, train: bool, *, heads: int, rate: float = 0.1
+) -> jax.Array:
+    """The block with dropout, drawn from ``key``, on what it adds to ``h``. ``train`` is a
+    Python flag (it decides whether dropout runs), so a checkpoint must treat it as static."""
+    out = block(h, p, heads=heads)
+    if not train:
+        return out
+    keep = jax.random.bernoulli(key, 1.0 - rate, out.shape)
+    return h + jnp.where(keep, (out - h) / (1.0 - rate), 0.0)
+
+
+def make_dropout_loss(
+    layer: Callable[..., jax.Array], train: bool = True
+) -> Callable[..., jax.Array]:
+    """``loss(params, x, y, key)``: one key per layer, split from ``key`` and scanned over with
+    that layer's weights, so a layer's recomputation draws its mask from the same key."""
+
+    def loss(params: Any, x: jax.Array, y: jax.Array, key: jax.Array) -> jax.Array:
+        keys = jax.random.split(key, jax.tree.leaves(params)[0].shape[0])
+
+        def body(h: jax.Array, xs: tuple[Any, jax.Array]) -> tuple[jax.Array, None]:
+            return layer(h, xs[0], xs[1], train), None
+
+        h, _ = jax.lax.scan(body, x, (params, keys))
+        return jnp.mean((h - y) ** 2)
+
+    return loss
+
+
+def largest_difference(a: Any, b: Any) -> float:
+    """The largest absolute difference between two pytrees of arrays of one structure."""
+    pairs = zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True)
+    return max(float(jnp.max(jnp.abs(x - y))) for x, y in pairs)
+
+
 # --- where the checkpoint goes, and its knobs ----------------------------------------------------
 
 Where = Literal["nowhere", "whole loss", "scanned block"]

@@ -22,8 +22,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax.ad_checkpoint import checkpoint_name
 
+from examples.notes.remat3_check import linen_case as linen_case  # the page's check, re-exported
+from examples.notes.remat3_check import nnx_case as nnx_case
 from examples.notes.remat3_check import remat3_flag as remat3
-from examples.tools.display import Table
+from examples.notes.remat3_check import scan_transformer_case as scan_transformer_case
+from examples.tools.display import Table, format_bytes
 from examples.tools.jaxprs import traced_remat_sites
 from examples.tools.residuals import Residuals, saved_residuals
 from examples.tutorial.traced import layer
@@ -166,17 +169,79 @@ def argument_names(remat3_on: bool) -> list[str]:
     return [str(r.argument) for r in residuals_of(None, remat3_on).of_kind("argument")]
 
 
-def static_by_position(remat3_on: bool) -> str:
-    """``jax.checkpoint(step_body, static_argnames="is_training")`` differentiated with the flag
-    passed by position: the gradient, or the name of the error it raises."""
+def static_outcome(remat3_on: bool, by_keyword: bool = False, **options: Any) -> str:
+    """``jax.checkpoint(step_body, **options)`` (default ``static_argnames="is_training"``)
+    differentiated with ``is_training`` passed by position, or by keyword: the gradient, or the
+    name of the error it raises."""
     from examples.notes.new_checkpoint import step_body
 
     with remat3(remat3_on):
-        f = jax.checkpoint(step_body, static_argnames="is_training")
+        f = jax.checkpoint(step_body, **(options or {"static_argnames": "is_training"}))
         try:
-            return f"{float(jax.grad(f)(0.5, True)):.6g}"
+            g = jax.grad(f)(0.5, is_training=True) if by_keyword else jax.grad(f)(0.5, True)
+            return f"{float(g):.6g}"
         except Exception as e:
             return type(e).__name__
+
+
+def static_sentence(outcomes: dict[str, list[str]]) -> str:
+    """The page's sentence on :func:`static_outcome`'s three cases (``{case: [flag off, flag on]}``,
+    in the page's order): what works where, read from the outcomes."""
+    (names_off, names_on), (keyword_off, keyword_on), (cse_off, cse_on) = outcomes.values()
+
+    def works(outcome: str) -> bool:
+        return not outcome.isidentifier()  # a gradient, not an error's name
+
+    names = (
+        "makes the argument static only with the flag"
+        if works(names_on) and not works(names_off)
+        else f"gives {names_off} without the flag and {names_on} with it"
+    )
+    return (
+        f"`static_argnames` {names}; list the argument in `static_argnums` until the flag is the "
+        f"default. Passed by keyword, an argument listed in `static_argnums` gives "
+        f"`{keyword_off}` without the flag and `{keyword_on}` with it"
+        + (
+            " (JAX refuses the keyword without the flag, jax-ml/jax#18405, and traces it with the"
+            " flag, so the `if` fails)"
+            if (keyword_off, keyword_on) == ("ValueError", "TracerBoolConversionError")
+            else ""
+        )
+        + ". A `prevent_cse` tuple beside static arguments "
+        + ("works" if works(cse_off) else f"gives `{cse_off}`")
+        + " without the flag and "
+        + ("works" if works(cse_on) else f"gives `{cse_on}`")
+        + " with it."
+    )
+
+
+def exclusion_under_flag(
+    model: Callable[..., Any], args: Any, excluding: Callable[..., Any]
+) -> tuple[int, int] | None:
+    """Bytes of computed values ``model`` keeps under ``jax_remat3`` with the policy
+    ``excluding`` (the policy reference's ``excluding_names``) and with a custom policy that
+    allows everything; ``None`` where the release has no flag."""
+    if not hasattr(jax.config, "jax_remat3"):
+        return None
+    sizes = []
+    for policy in (excluding, keep_everything):
+        with remat3(True):
+            kept = saved_residuals(jax.checkpoint(model, policy=policy), *args)
+        sizes.append(kept.excluding_arguments().nbytes)
+    return sizes[0], sizes[1]
+
+
+def exclusion_sentence(sizes: tuple[int, int] | None, name: str = "hidden") -> str:
+    """The policy reference's sentence on :func:`exclusion_under_flag`."""
+    if sizes is None:
+        return f"jax {jax.__version__} has no `jax_remat3` flag to try it with"
+    excluded, everything = (format_bytes(b) for b in sizes)
+    if sizes[0] < sizes[1]:
+        return (
+            f"excluding `{name}` keeps {excluded} of computed values where a policy that allows "
+            f"everything keeps {everything}: there, the exclusion does drop an array"
+        )
+    return f"excluding `{name}` keeps {excluded}, as much as allowing everything: no array dropped"
 
 
 # --- preparing code: names instead of a dots policy -------------------------------------------
@@ -286,10 +351,14 @@ class CustomRuleRun:
 
 def custom_rule_runs(x: jax.Array | None = None) -> list[CustomRuleRun]:
     """The rule inside ``jax.checkpoint`` (``nothing_saveable``) under each flag setting, and
-    without a checkpoint; each gradient against the derivative by hand in NumPy float64."""
+    without a checkpoint; each gradient against the derivative by hand in NumPy float64. On a
+    release without ``defremat``, one row that says so (a downloaded notebook runs on)."""
     x = jnp.linspace(0.1, 1.0, 3) if x is None else x
     reference = np.cos(np.sin(np.float64(x))) * np.cos(np.float64(x))
-    sin = sin_keeping_its_cosine()
+    try:
+        sin = sin_keeping_its_cosine()
+    except NotImplementedError as error:
+        return [CustomRuleRun(f"jax {jax.__version__}", f"not run: {error}", None)]
 
     def twice(x: jax.Array) -> jax.Array:
         return jnp.sum(sin(sin(x)))
@@ -366,7 +435,7 @@ def remat3_points() -> list[str] | None:
         kept(residuals_of(everything, True)) == kept(residuals_of(everything, False)),
         kept(residuals_of(both, True)) != "nothing",
         barriers(False, True) == 0,
-        static_by_position(True) != "TracerBoolConversionError",
+        static_outcome(True) != "TracerBoolConversionError",
         argument_names(True) != [f"args[{i}]" for i in range(len(argument_names(True)))],
     ]
     return [yes if m else no for m, (_, no, yes) in zip(measured, POINTS, strict=True)]
@@ -378,68 +447,3 @@ def release_table(records: list[dict[str, Any]]) -> Table:
     answers = [r["facts"]["remat3_points"] or ["no flag"] * len(POINTS) for r in records]
     rows = [(point, *(a[i] for a in answers)) for i, (point, _, _) in enumerate(POINTS)]
     return Table(["point", *(r["runinfo"]["jax"] for r in records)], rows)
-
-
-# --- the check on the how-to guides' models ---------------------------------------------------
-
-
-def scan_transformer_case(policy: Any) -> tuple[Callable[..., jax.Array], tuple[Any, ...]]:
-    """``(loss, (params, x, y))``: the scan-transformer guide's loss, its block checkpointed with
-    ``policy``, at the shared model's tiny size. The checkpoint is built when ``loss`` runs, so it
-    sees the flag on every release."""
-    from examples.howto import scan_transformer as st
-    from examples.tools.models import SIZES, init_inputs, init_params
-
-    cfg = SIZES["tiny"]
-    setup = st.Setup("case", policy=policy)
-
-    def loss(params: Any, x: jax.Array, y: jax.Array) -> jax.Array:
-        return st.loss_fn(cfg, setup)(params, x, y)
-
-    x = init_inputs(cfg)
-    return loss, (init_params(cfg), x, jax.random.normal(jax.random.key(2), x.shape))
-
-
-def linen_case(policy: Any) -> tuple[Callable[..., jax.Array], tuple[Any, ...]]:
-    """``(loss, (params,))``: the linen guide's transformer at the tiny size, each block lifted
-    with ``nn.remat(Block, static_argnums=(2,), policy=policy)``, dropout on."""
-    import flax.linen as nn
-
-    from examples.howto import linen_training as lt
-    from examples.howto.flax_steps import make_batch
-    from examples.tools.models import SIZES
-
-    cfg = SIZES["tiny"]
-    block = nn.remat(lt.Block, static_argnums=(2,), policy=policy)
-    model = lt.Transformer(layers=cfg.layers, width=cfg.width, heads=cfg.heads, block=block)
-    batch = make_batch(cfg)
-    key = lt.dropout_key()
-
-    def loss(params: Any) -> jax.Array:
-        return lt.loss_fn(model, params, batch, key)
-
-    return loss, (lt.init_params(model, batch),)
-
-
-def nnx_case(policy: Any) -> tuple[Callable[..., jax.Array], tuple[Any, ...]]:
-    """``(loss, (params,))``: the NNX guide's transformer at the tiny size, each block's call
-    wrapped in ``nnx.remat(Block.__call__, policy=policy)``; the loss is a function of the
-    parameters (``nnx.split``), the rest of the state (dropout streams) held fixed."""
-    from flax import nnx
-
-    from examples.howto import nnx_training as nt
-    from examples.howto.flax_steps import make_batch
-    from examples.tools.models import SIZES
-
-    cfg = SIZES["tiny"]
-    batch = make_batch(cfg)
-    model = nt.Transformer(cfg, rngs=nnx.Rngs(0))
-    parts: Any = nnx.split(model, nnx.Param, ...)  # typed as a variadic tuple
-    graphdef, params, rest = parts
-
-    def loss(params: Any) -> jax.Array:
-        m = nnx.merge(graphdef, params, rest, copy=True)
-        m.block_call = nnx.remat(nt.Block.__call__, policy=policy)  # built when loss runs
-        return nt.loss_fn(m, batch)
-
-    return loss, (params,)

@@ -3,10 +3,12 @@
 :func:`compare_remat3` differentiates a function twice, with the flag ``jax_remat3`` off and on,
 and reports side by side what the forward pass keeps for the backward pass (count, bytes, which
 values), which implementation the checkpoints traced to, how many optimization barriers the
-lowered gradient holds, whether the gradients agree, and each difference with its likely cause.
+lowered gradient holds, XLA's temporary memory and FLOPs for the compiled gradient, whether the
+gradients agree, and each difference with its likely cause.
 The flag is set only inside :func:`remat3_flag`, which puts it back as it found it whatever
-happens. Everything here reads the installed JAX; no path of this repository is needed, so it
-runs from the site's wheel and from a downloaded notebook.
+happens. ``scan_transformer_case``, ``linen_case`` and ``nnx_case`` build the how-to guides'
+models for the check. Everything here reads the installed JAX; no path of this repository is
+needed, so it runs from the site's wheel and from a downloaded notebook.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from examples.tools import compat
 from examples.tools.display import format_bytes
 from examples.tools.jaxprs import traced_remat_sites
 from examples.tools.residuals import Residual, Residuals, saved_residuals
@@ -94,6 +97,8 @@ class Side:
     barriers: int  #: optimization barriers in the lowered gradient
     gradient: list[np.ndarray]
     error: str | None = None  #: ``"TypeName: message"`` where differentiating raised
+    temp_bytes: int | None = None  #: XLA's temporary memory for the compiled gradient
+    flops: float | None = None  #: XLA's FLOP count for it (``None`` where not reported)
 
     @property
     def computed(self) -> Residuals:
@@ -149,11 +154,26 @@ def _measure(
         try:
             residuals = saved_residuals(fn, *args)  # what print_saved_residuals lists
             sites = tuple(s.primitive for s in traced_remat_sites(fn, *args))
-            hlo = jax.jit(lambda *d: _gradient(g, list(d))).lower(*diff).as_text()
+            lowered = jax.jit(lambda *d: _gradient(g, list(d))).lower(*diff)
+            compiled = lowered.compile()  # the step as XLA compiles it
             gradient = [np.asarray(x) for x in jax.tree.leaves(_gradient(g, diff))]
         except Exception as e:  # reported on its side; the flag is restored by remat3_flag
             return Side(flag, Residuals(), (), 0, [], f"{type(e).__name__}: {e}".split("\n")[0])
-    return Side(flag, residuals, sites, hlo.count("optimization_barrier"), gradient)
+    memory, cost = compiled.memory_analysis(), compat.cost_analysis(compiled)
+    return Side(
+        flag,
+        residuals,
+        sites,
+        str(lowered.as_text()).count("optimization_barrier"),
+        gradient,
+        temp_bytes=None if memory is None else int(memory.temp_size_in_bytes),
+        flops=None if not cost or "flops" not in cost else float(cost["flops"]),
+    )
+
+
+def _compiled(s: Side) -> str:
+    temp = "not reported" if s.temp_bytes is None else format_bytes(s.temp_bytes)
+    return f"{temp}, {'no count' if s.flops is None else f'{s.flops:,.0f}'} FLOPs"
 
 
 # --- the report -------------------------------------------------------------------------------
@@ -179,7 +199,7 @@ class Report:
     def rows(self) -> list[tuple[str, str, str]]:
         def cells(s: Side) -> list[str]:
             if s.error:
-                return [s.error] + ["—"] * 5
+                return [s.error] + ["—"] * 6
             return [
                 ", ".join(sorted(set(s.implementations))) or "no checkpoint",
                 f"{len(s.residuals)} ({len(s.computed)} computed)",
@@ -187,10 +207,11 @@ class Report:
                 s.kept(),
                 _names([str(r.argument) for r in s.residuals.of_kind("argument")]),
                 str(s.barriers),
+                _compiled(s),
             ]
 
         labels = ["checkpoints trace to", "residuals", "bytes", "computed and kept"]
-        labels += ["arguments listed as", "optimization barriers"]
+        labels += ["arguments listed as", "optimization barriers", "compiled gradient: temp, FLOPs"]
         return list(zip(labels, cells(self.off), cells(self.on), strict=True))
 
     def verdict(self) -> str:
@@ -297,6 +318,11 @@ def _differences(off: Side, on: Side, policy: str, agree: bool | None) -> tuple[
             "the implementations pin the recomputation's inputs differently (on some releases "
             "jax.checkpoint does not hand prevent_cse to jax_remat3)."
         )
+    if (off.temp_bytes, off.flops) != (on.temp_bytes, on.flops):
+        out.append(
+            f"the compiled gradient changes: {_compiled(off)} without the flag, {_compiled(on)} "
+            "with it; what a real step costs is the compiled program's to say."
+        )
     if agree is False:
         out.append("gradients differ beyond rounding: a policy should change only what is kept.")
     return tuple(out)
@@ -331,3 +357,68 @@ def compare_remat3(
     on = _measure(f, args, nums, True, wrap)
     agree, worst = _compare_gradients(off, on)
     return Report(kind, off, on, agree, worst, _differences(off, on, kind, agree))
+
+
+# --- the check on the how-to guides' models ---------------------------------------------------
+
+
+def scan_transformer_case(policy: Any) -> tuple[Callable[..., jax.Array], tuple[Any, ...]]:
+    """``(loss, (params, x, y))``: the scan-transformer guide's loss, its block checkpointed with
+    ``policy``, at the shared model's tiny size. The checkpoint is built when ``loss`` runs, so it
+    sees the flag on every release."""
+    from examples.howto import scan_transformer as st
+    from examples.tools.models import SIZES, init_inputs, init_params
+
+    cfg = SIZES["tiny"]
+    setup = st.Setup("case", policy=policy)
+
+    def loss(params: Any, x: jax.Array, y: jax.Array) -> jax.Array:
+        return st.loss_fn(cfg, setup)(params, x, y)
+
+    x = init_inputs(cfg)
+    return loss, (init_params(cfg), x, jax.random.normal(jax.random.key(2), x.shape))
+
+
+def linen_case(policy: Any) -> tuple[Callable[..., jax.Array], tuple[Any, ...]]:
+    """``(loss, (params,))``: the linen guide's transformer at the tiny size, each block lifted
+    with ``nn.remat(Block, static_argnums=(2,), policy=policy)``, dropout on."""
+    import flax.linen as nn
+
+    from examples.howto import linen_training as lt
+    from examples.howto.flax_steps import make_batch
+    from examples.tools.models import SIZES
+
+    cfg = SIZES["tiny"]
+    block = nn.remat(lt.Block, static_argnums=(2,), policy=policy)
+    model = lt.Transformer(layers=cfg.layers, width=cfg.width, heads=cfg.heads, block=block)
+    batch = make_batch(cfg)
+    key = lt.dropout_key()
+
+    def loss(params: Any) -> jax.Array:
+        return lt.loss_fn(model, params, batch, key)
+
+    return loss, (lt.init_params(model, batch),)
+
+
+def nnx_case(policy: Any) -> tuple[Callable[..., jax.Array], tuple[Any, ...]]:
+    """``(loss, (params,))``: the NNX guide's transformer at the tiny size, each block's call
+    wrapped in ``nnx.remat(Block.__call__, policy=policy)``; the loss is a function of the
+    parameters (``nnx.split``), the rest of the state (dropout streams) held fixed."""
+    from flax import nnx
+
+    from examples.howto import nnx_training as nt
+    from examples.howto.flax_steps import make_batch
+    from examples.tools.models import SIZES
+
+    cfg = SIZES["tiny"]
+    batch = make_batch(cfg)
+    model = nt.Transformer(cfg, rngs=nnx.Rngs(0))
+    parts: Any = nnx.split(model, nnx.Param, ...)  # typed as a variadic tuple
+    graphdef, params, rest = parts
+
+    def loss(params: Any) -> jax.Array:
+        m = nnx.merge(graphdef, params, rest, copy=True)
+        m.block_call = nnx.remat(nt.Block.__call__, policy=policy)  # built when loss runs
+        return nt.loss_fn(m, batch)
+
+    return loss, (params,)

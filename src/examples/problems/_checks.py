@@ -10,7 +10,8 @@ problem here checks the *structure* of the learner's function:
   (``remat2`` by default; a ``call_hi_primitive`` carrying a ``RematTraced`` under
   ``jax_remat3``), looking inside ``jit``, ``custom_jvp`` and other nested jaxprs
   (:func:`examples.tools.jaxprs.remat_sites`);
-- ``policy``: the policy of each checkpoint found there is the required one, compared by identity
+- ``policy``: the policy of each checkpoint found there (of nested ones, the outer: JAX recomputes
+  what its policy does not keep) is the required one, compared by identity
   or equality and by behaviour (what it keeps on a probe function with and without batch
   dimensions, and with values named with the problem's names and with another, then on the
   learner's own checkpointed function: :func:`own_function_policy`);
@@ -78,6 +79,7 @@ __all__ = [
 ]
 from examples.problems._check_names import CHECK_NAMES
 from examples.problems._spec import Case, Problem
+from examples.tools.jaxprs import RematSite
 from examples.tools.residuals import Residuals, checkpoint_residuals
 
 # --- numbers --------------------------------------------------------------------------------------
@@ -119,6 +121,21 @@ class Prepared:
     )
     #: what the reference's checkpoints keep on their own (:func:`checkpoints_keep`)
     reference_checkpoints: collections.Counter[Any] | None = None
+
+
+def _outermost(sites: tuple[RematSite, ...]) -> list[RematSite]:
+    """The checkpoints of ``sites`` (in the traced order, outer before inner) that no other of
+    them surrounds: with nested checkpoints, JAX recomputes whatever the outer one's policy does
+    not keep, so the outer one's policy is the one that counts."""
+    outer: list[RematSite] = []
+    open_: list[RematSite] = []  # the chain of sites that may surround the next one
+    for site in sites:
+        while open_ and open_[-1].depth >= site.depth:
+            open_.pop()
+        if not open_:
+            outer.append(site)
+        open_.append(site)
+    return outer
 
 
 def checkpoints_keep(found: Placement) -> collections.Counter[Any] | None:
@@ -265,7 +282,7 @@ def standard_checks(problem: Problem, fn: Callable[..., Any], prepared: Prepared
 
     def policy() -> tuple[bool, str]:
         found = placement()
-        placed = found.placed or found.partial
+        placed = _outermost(found.placed or found.partial)
         if not placed:
             return False, found.no_policy_reason
         results = [
@@ -278,20 +295,25 @@ def standard_checks(problem: Problem, fn: Callable[..., Any], prepared: Prepared
             own_function_policy(site, problem.required_policy, result)
             for site, result in zip(placed, results, strict=True)
         ]
-        nested = any(s.depth > 0 for s in placed)
-        for site, (ok, detail) in zip(placed, results, strict=True):
+        nested = len(placed) < len(found.placed or found.partial)
+        for ok, detail in results:
             if not ok:
                 if nested:
-                    where = "inner" if site.depth > 0 else "outer"
                     detail += (
-                        f" (judged on the {where} of the nested checkpoints around the products; "
-                        "one checkpoint, with the policy, is enough)"
+                        " (judged on the outer of the nested checkpoints around the products: "
+                        "JAX recomputes what the outer one's policy does not keep, whatever the "
+                        "inner one's says; one checkpoint, with the policy, is enough)"
                     )
                 return False, detail
         if not found.placed:
             return True, (
                 f"{results[0][1]}, on the checkpoint that is there (it surrounds only part of "
                 "what it should: see the remat line)"
+            )
+        if nested:
+            return True, (
+                f"{results[0][1]}, on the outer of the nested checkpoints around the products, "
+                "whose policy JAX applies"
             )
         return True, results[0][1]
 

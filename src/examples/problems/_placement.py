@@ -174,6 +174,16 @@ def place(problem: Problem, jaxpr: Any) -> Placement:
     placed = [s for s in candidates if s.products >= problem.products_inside]
     if candidates and not placed:
         most = max(s.products for s in candidates)
+        dead = _products_thrown_away(anywhere, most, problem.products_inside)
+        if dead:
+            return Placement(False, dead, (), "", tuple(candidates))
+        named_outside = _named_outside(problem, jaxpr, candidates)
+        if named_outside:
+            problems.append(
+                f"{named_outside}, and the checkpoint surrounds {most} of the "
+                f"{problem.products_inside} matrix products; name the value inside the "
+                "checkpointed function, and wrap the whole computation in it"
+            )
         there, whole = (
             (" in the scan's body", "the whole layer")
             if problem.inside_scan
@@ -231,17 +241,45 @@ def place(problem: Problem, jaxpr: Any) -> Placement:
     return Placement(True, detail, tuple(named), no_policy)
 
 
+def _products_thrown_away(anywhere: list[RematSite], live: int, wanted: int) -> str:
+    """Why no checkpoint that counts surrounds the products, when one did before dead-code
+    elimination: the function returns only its other outputs (the parameters that a linen
+    model's ``init`` makes inside ``nn.checkpoint``, say), and the products whose result it
+    returns run outside it. ``""`` otherwise."""
+    before = max((s.products for s in anywhere), default=0)
+    if before < wanted or live >= wanted:
+        return ""
+    site = next(s for s in anywhere if s.products == before)
+    return (
+        f"a checkpoint ({site.primitive}) surrounds {_count(before, 'matrix product')}, but "
+        "nothing the function returns reads them: only its other outputs are used (the "
+        "parameters a model's init makes, say), so the products whose result you return run "
+        "outside any checkpoint; checkpoint the computation you return (with Flax linen, apply "
+        "the nn.checkpoint module, not only init it)"
+    )
+
+
+def _named_outside(problem: Problem, jaxpr: Any, sites: list[RematSite]) -> str:
+    """``"the value named 'h' is named outside the checkpoint, where its policy cannot see it"``
+    for the required names given outside every checkpoint of ``sites``; ``""`` if none is."""
+    inside: set[str] = set().union(*(checkpoint_names(s.jaxpr) for s in sites))
+    anywhere = set(checkpoint_names(jaxpr))
+    outside = [n for n in problem.names if n not in inside and n in anywhere]
+    if not outside:
+        return ""
+    return (
+        f"the value named {_quoted(outside)} is named outside the checkpoint, where its policy "
+        "cannot see it"
+    )
+
+
 def _missing_names(problem: Problem, jaxpr: Any, placed: list[RematSite]) -> str:
     """Why the required names are not inside the checkpoint: absent, misspelt or outside it."""
     inside: set[str] = set().union(*(checkpoint_names(s.jaxpr) for s in placed))
     missing = [n for n in problem.names if n not in inside]
-    anywhere = set(checkpoint_names(jaxpr))
-    outside = [n for n in missing if n in anywhere]
+    outside = _named_outside(problem, jaxpr, placed)
     if outside:
-        return (
-            f"the value named {_quoted(outside)} is named outside the checkpoint, where its "
-            "policy cannot see it; call checkpoint_name inside the checkpointed function"
-        )
+        return f"{outside}; call checkpoint_name inside the checkpointed function"
     found = f" (the names in it: {_quoted(inside)})" if inside else " (it names no value)"
     return (
         f"no value inside the checkpoint is named {_quoted(missing)}{found}; mark it with "

@@ -25,6 +25,7 @@ import argparse
 import dataclasses
 import json
 import os
+import re
 import sys
 import traceback
 import types
@@ -65,11 +66,25 @@ def scrubbed(text: str) -> str:
     return scrub_paths(text)
 
 
+#: The sentence of JAX's tracer errors that names the argument a value came from; kept when the
+#: rest of a long message is cut.
+_NAMES_ARGUMENT = re.compile(r"[^.]*because it depends on the value of [^.]*\.")
+
+
 def exception_line(err: BaseException) -> str:
-    """``"ValueError: the message"`` on one line, paths of this machine scrubbed."""
+    """``"ValueError: the message"`` on one line, paths of this machine scrubbed.
+
+    A message over 300 characters is cut, keeping the sentence of JAX's tracer errors that names
+    the argument the value came from."""
     first = " ".join(str(err).split())  # one line, however many the message had
     if len(first) > 300:
-        first = first[:297] + "..."
+        names = _NAMES_ARGUMENT.search(first)
+        if names and names.end() > 297:
+            start = first[: max(297 - len(names[0]) - 5, 100)]
+            start = start[: start.rfind(". ") + 1] or start  # whole sentences where it can
+            first = f"{start} ... {names[0].strip()}"
+        else:
+            first = first[:297] + "..."
     return f"{type(err).__name__}: {scrubbed(first)}" if first else type(err).__name__
 
 
@@ -114,17 +129,76 @@ def what_it_did(err: BaseException, solution: Solution | None, during: str) -> s
     text = str(err)
     if _memory_limit_mib and (isinstance(err, MemoryError) or "RESOURCE_EXHAUSTED" in text):
         line += f" (the checker allows {_memory_limit_mib} MiB; --memory-limit MIB changes that)"
-    handed_a_function = "<class 'function'>" in text and (
+    hint = _hint(err, text, solution)
+    return f"{line}; {hint}" if hint else line
+
+
+#: ``checkpoint() takes 1 positional argument but 2 were given`` (jax.checkpoint, jax.remat),
+#: ``remat() takes from 0 to 1 positional arguments but 2 were given`` (nnx.remat)
+_POSITIONAL = re.compile(
+    r"\b(checkpoint|remat)\(\) takes .*positional arguments? but \d+ were given"
+)
+#: ``dots_with_no_batch_dims_saveable() missing 1 required positional argument: 'prim'``
+_CALLED_POLICY = re.compile(r"(\w+)\(\) missing \d required positional arguments?: 'prim'")
+
+
+def _uses_linen(solution: Solution | None) -> bool:
+    """Whether the learner's module imported Flax linen (``import flax.linen as nn``)."""
+    globals_ = getattr(solution and solution.fn, "__globals__", {})
+    return any(getattr(v, "__name__", "") == "flax.linen" for v in globals_.values())
+
+
+def _hint(err: BaseException, text: str, solution: Solution | None) -> str:
+    """What a JAX or Python error most likely means in a remat solution: said beside JAX's own
+    message, which the line keeps."""
+    called = _CALLED_POLICY.search(text)
+    if isinstance(err, TypeError) and called:
+        return (
+            f"a checkpoint policy was called with no arguments: {called[1]} is itself the policy, "
+            "which JAX calls once per operation; pass it without (), "
+            f"policy=jax.checkpoint_policies.{called[1]} (only the save_* factories, such as "
+            "save_only_these_names('name'), are called, to make a policy)"
+        )
+    positional = _POSITIONAL.search(text)
+    if isinstance(err, TypeError) and positional:
+        return (
+            f"{positional[1]}() takes only the function by position: pass the policy by keyword, "
+            f"{positional[1]}(f, policy=...)"
+        )
+    if type(err).__name__ == "InvalidFilterError" and "<function" in text:
+        # flax.linen's nn.checkpoint(Module, dots): its second positional argument is the
+        # variable collections to lift, a filter.
+        return (
+            "nn.checkpoint and nn.remat take the collections to lift (variables=) second: is a "
+            "policy given by position? Pass it by keyword, policy=..."
+        )
+    if "<class 'function'>" in text and (
         "Cannot interpret value" in text or "is not a valid JAX type" in text
-    )
-    if handed_a_function:
+    ):
         # JAX was handed a function where it wanted an array: most often a policy given by
-        # position, @nnx.remat(dots) or jax.checkpoint(f, dots), which binds it to an argument.
-        line += (
-            "; a function was passed where JAX expected an array: is a policy given by position? "
+        # position to a decorator, @nnx.remat(dots), which binds it to an argument.
+        return (
+            "a function was passed where JAX expected an array: is a policy given by position? "
             "Pass it by keyword, policy=..."
         )
-    return line
+    if type(err).__name__ in _TRACER_ERRORS:
+        hint = (
+            "Python control flow (if, bool(), int()) on a value JAX traces: an argument of the "
+            "checkpointed function is traced unless static_argnums names it"
+        )
+        if _uses_linen(solution):
+            hint += (
+                "; nn.checkpoint and nn.remat count self as argument 0, so in "
+                "__call__(self, x, flag) the flag is static_argnums=(2,)"
+            )
+        return hint
+    return ""
+
+
+#: JAX's errors for a traced value used where Python needs a concrete one.
+_TRACER_ERRORS = frozenset(
+    {"ConcretizationTypeError", "TracerBoolConversionError", "TracerIntegerConversionError"}
+)
 
 
 # --- loading --------------------------------------------------------------------------------------

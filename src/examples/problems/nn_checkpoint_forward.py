@@ -17,6 +17,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from examples.problems._spec import Case, Problem, away_from_kinks, normal
+from examples.tools.jaxprs import count_primitive
 from examples.tools.measure import CompiledStats, compiled_stats
 
 # -- the reference solution -----------------------------------------------------------------------
@@ -168,6 +169,17 @@ def gradient_costs(models: dict[str, nn.Module], x: jax.Array) -> dict[str, Comp
         variables = model.init(jax.random.key(0), x)
         costs[name] = compiled_stats(jax.grad(mean_square_loss(model)), variables, x)
     return costs
+
+
+def gradient_products(models: dict[str, nn.Module], x: jax.Array) -> dict[str, int]:
+    """The matrix products (``dot_general``) in the traced gradient of each model's loss: the
+    scan's body counted once, so one block's products, forward and backward."""
+    counts = {}
+    for name, model in models.items():
+        variables = model.init(jax.random.key(0), x)
+        traced = jax.make_jaxpr(jax.grad(mean_square_loss(model)))(variables, x)
+        counts[name] = count_primitive(traced.jaxpr, "dot_general")
+    return counts
 
 
 def page_input(batch: int = 1024, features: int = 256, seed: int = 0) -> jax.Array:

@@ -19,6 +19,7 @@ from numpy.typing import ArrayLike
 
 from examples.problems._spec import Case, Problem, away_from_kinks, normal
 from examples.tools.measure import CompiledStats, compiled_stats
+from examples.tools.residuals import saved_residuals
 
 # -- the reference solution -----------------------------------------------------------------------
 
@@ -162,6 +163,14 @@ def loss_of(graphdef: Any, model_forward: Any) -> Any:
         return jnp.mean(model_forward(nnx.merge(graphdef, state), x) ** 2)
 
     return loss
+
+
+def stacked_values_kept(graphdef: Any, state: Any, x: jax.Array, model_forward: Any) -> int:
+    """How many of the values the backward pass keeps (arguments aside) are stacked over the
+    blocks: computed inside the scan, one per block, and kept for every block at once."""
+    blocks = jax.tree.leaves(state)[0].shape[0]
+    kept = saved_residuals(loss_of(graphdef, model_forward), state, x).excluding_arguments()
+    return sum(1 for r in kept if r.shape[:1] == (blocks,) and r.shape[1:] == x.shape)
 
 
 def gradient_costs(

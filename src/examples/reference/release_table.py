@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from examples.reference.releases import shown
 from examples.tools.display import Align, Table, format_bytes, format_seconds
 
 _LEFT: list[Align] = ["left"]
@@ -365,25 +366,15 @@ def releases_table(records: Sequence[dict[str, Any]]) -> Table:
                 format_seconds(release_seconds(rec)),
             ]
         )
-    header = [
-        "jax",
-        "jaxlib",
-        "flax",
-        "Python",
-        "backend",
-        "passed",
-        "failed",
-        "skipped",
-        "tests took",
-        "in all",
-    ]
+    header = ["jax", "jaxlib", "flax", "Python", "backend"]
+    header += ["passed", "failed", "skipped", "tests took", "in all"]
     return Table(header, rows, align=_LEFT * 5 + _RIGHT * 5)
 
 
 def problems_table(records: Sequence[dict[str, Any]], which: str) -> Table:
     """Every failed (``which="failed"``) or skipped test, with its release and reason."""
     rows = [
-        [f"`{release(rec)}`", f"`{item['test']}`", item["reason"] or "(no message)"]
+        [f"`{release(rec)}`", f"`{shown(item)[0]}`", shown(item)[1]]
         for rec in records
         for item in rec["tests"][which]
     ]

@@ -41,17 +41,23 @@ def summarize_junit(path: str | Path) -> dict[str, Any]:
     """Counts, and each failure and skip with its reason, from pytest's ``--junitxml`` file.
 
     A reason is the first line of pytest's message, and for a failure the line of the test file
-    where it failed (``tests/test_x.py:148``).
+    where it failed (``tests/test_x.py:148``). A file skipped whole when collected is its path,
+    with the reason pytest gave (its message says only "collection skipped").
     """
     root = ET.parse(path).getroot()
     summary: dict[str, Any] = {"passed": 0, "failed": [], "skipped": []}
     for case in root.iter("testcase"):
-        test = f"{case.get('classname', '').replace('.', '/')}.py::{case.get('name')}"
+        classname, name = case.get("classname") or "", case.get("name") or ""
+        test = f"{classname.replace('.', '/')}.py::{name}" if classname else _path_of(name)
         problem = next((c for c in case if c.tag in ("failure", "error", "skipped")), None)
         if problem is None:
             summary["passed"] += 1
             continue
-        lines = (problem.get("message") or problem.text or "").strip().splitlines()
+        message = problem.get("message") or problem.text or ""
+        whole = re.search(r"'Skipped: (.*)'\)\s*$", problem.text or "", re.S)
+        if message == "collection skipped" and whole:
+            message = whole.group(1)
+        lines = message.strip().splitlines()
         reason = lines[0][:200] if lines else "(no message)"
         # A message whose first line is a heading (the checker's) names the cause further down.
         cause = next((line for line in lines[1:] if re.search(r"\bFAIL\b|Error\b", line)), None)
@@ -64,6 +70,22 @@ def summarize_junit(path: str | Path) -> dict[str, Any]:
         entry = {"test": test, "reason": reason}
         summary["skipped" if problem.tag == "skipped" else "failed"].append(entry)
     return summary
+
+
+def _path_of(module: str) -> str:
+    return module.replace(".", "/") + ".py"
+
+
+def shown(item: dict[str, str]) -> tuple[str, str]:
+    """``(test, reason)`` of a failed or skipped entry as the page shows it. Records written
+    before :func:`summarize_junit` read collection-level skips hold ``".py::tests.x.test_y"`` and
+    the bare "collection skipped": shown as the file's path, and a reason that says so."""
+    test, reason = item["test"], item["reason"] or "(no message)"
+    if test.startswith(".py::"):
+        test = _path_of(test.removeprefix(".py::"))
+    if reason == "collection skipped":
+        reason = "the whole file was skipped when collected (this record keeps no reason)"
+    return test, reason
 
 
 # --- records ----------------------------------------------------------------------------------

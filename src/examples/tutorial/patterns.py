@@ -32,9 +32,20 @@ def placement_temp_bytes(x: jax.Array) -> dict[str, int]:
     }
 
 
-def placement_temp_text(temps: dict[str, int]) -> str:
-    """``"no checkpoint: 0 B; ..."``: the figures in the page's order, for the prose."""
-    return "; ".join(f"{name}: {format_bytes(b)}" for name, b in temps.items())
+def placement_fusions(x: jax.Array) -> dict[str, int]:
+    """How many fused computations XLA's compiled ``jax.grad`` of ``sum(fn(x))`` runs, for each
+    placement: a checkpoint's optimization barrier is opaque to fusion, so it can split a loop."""
+    counts = {}
+    for name, fn in composition_variants().items():
+        compiled = jax.jit(jax.grad(lambda u, fn=fn: jnp.sum(fn(u)))).lower(x).compile()
+        counts[name] = str(compiled.as_text()).count(" fusion(")
+    return counts
+
+
+def placement_temp_text(temps: dict[str, int], unit: str | None = "bytes") -> str:
+    """``"no checkpoint: 0 B; ..."``: the figures in the page's order, for the prose (counts as
+    they are where ``unit`` is ``None``)."""
+    return "; ".join(f"{name}: {format_bytes(b) if unit else b}" for name, b in temps.items())
 
 
 # -- a nested scan: checkpoint groups of layers ---------------------------------------------------

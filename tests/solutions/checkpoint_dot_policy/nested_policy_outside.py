@@ -1,9 +1,12 @@
-"""Two nested checkpoints, the policy on the outer one only: the checkpoint around the products
-has no policy. The policy line says which of the two it judged.
+"""Two nested checkpoints, the policy on the outer one only. JAX recomputes what the outer
+one's policy does not keep, so the products are kept, as the reference keeps them: the policy
+line judges the outer one, and the remat line notes the nesting. (Under jax_remat3 on the
+release that ignores function policies, nothing is kept: the residuals line says so.)
 
-expect: fail policy
-expect under remat3 if it ignores function policies: fail policy residuals
-says: judged on the inner of the nested checkpoints
+expect: pass
+says: on the outer of the nested checkpoints around the products, whose policy JAX applies
+expect under remat3 if it ignores function policies: fail residuals
+says under remat3 if it ignores function policies: does not keep
 """
 
 import jax

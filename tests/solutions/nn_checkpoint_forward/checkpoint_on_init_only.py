@@ -1,11 +1,11 @@
 """The lifted module is used for init only; the forward pass applies a plain MLP. The only
 checkpoint wraps init's forward pass, whose products nothing returned reads: it does nothing for
-the gradient, and the remat line says so rather than counting the products it wraps. (Under
+the gradient, and the remat line says so: the products it wraps are thrown away. (Under
 jax_remat3 on jax 0.10.2, JAX's dead-code elimination does not look into the checkpoint, so the
 remat line still counts them; the residuals line fails it there.)
 
 expect: fail remat residuals
-says: surrounds 0 of the 2 matrix products
+says: apply the nn.checkpoint module, not only init it
 expect under remat3 if a checkpoint keeps dead products: fail residuals
 says under remat3 if a checkpoint keeps dead products: yours keeps
 """

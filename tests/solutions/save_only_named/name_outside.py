@@ -1,10 +1,10 @@
 """The value named before the checkpoint, which then surrounds only the second product. Between
 the passes the same array is kept (it is the checkpoint's input), but the first product is
 outside the checkpoint, and the policy never sees the name it was given to keep. The policy
-itself is the one asked for, so only the remat line fails.
+itself is the one asked for, so only the remat line fails, and names the mistake.
 
 expect: fail remat
-says: surrounds 1 of the 2 matrix products
+says: the value named 'hidden' is named outside the checkpoint, where its policy cannot see it
 """
 
 import jax
