@@ -15,6 +15,8 @@
     nox -s check -- PROBLEM FILE   check a solution to one of the site's problems
     nox -s serve                live rebuild on http://127.0.0.1:8000 while writing
     nox -s lint                 the pre-commit hooks (ruff, codespell, zizmor, ...) and mypy
+    nox -s plans                compile for GPUs and TPUs without one (libtpu, CUDA plugin): the
+                                tests marked `plans`, or `nox -s plans -- COMMAND` to record
     nox -s tests-jax            the examples' tests on every JAX release of the matrix, recording
                                 what each release does (docs/reference/releases.md)
     nox -t jax-oldest           ... on the oldest release only (-t jax-newest: the newest)
@@ -32,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -58,6 +61,7 @@ LOCKS = ROOT / "locks"
 LOCKED: dict[str, tuple[tuple[str, ...], tuple[str, ...], bool]] = {
     "test": (("test",), (), True),
     "cuda": (("test",), ("cuda",), True),
+    "plans": (("test",), ("plans",), True),
     "docs": (("docs",), (), True),
     "serve": (("serve",), (), True),
     "lint": (("lint",), (), True),
@@ -170,7 +174,10 @@ def run_pytest(session: nox.Session, backend: str | None, python: str = "python"
         env["JAX_PLATFORMS"] = "cuda"  # fail loudly instead of falling back to the CPU
     else:
         env |= jax_cache_env()
-    args = session.posargs or ["-m", "not browser", *xdist_args()]
+    # The quick run (tests marked slow left out, see tests/conftest.py); `-- --all` runs them
+    # too. Arguments after `--` are added to these (a later `-m` replaces the first). pytest
+    # prints the slowest tests and, from tests/conftest.py, the slowest files.
+    args = ["-m", "not browser", *xdist_args(), "--durations=15", *session.posargs]
     session.run(python, "-m", "pytest", *args, env=env)
 
 
@@ -406,6 +413,33 @@ def offload_record(session: nox.Session) -> None:
     )
 
 
+# --- Plans compiled for GPUs and TPUs without one (issue 35; examples.tools.targets) --------------
+
+
+@nox.session(python=SITE_PYTHON or False, default=False)
+def plans(session: nox.Session) -> None:
+    """Compile for GPU and TPU targets on this machine: `nox -s plans [-- COMMAND ...]`.
+
+    Installs the test environment plus XLA's TPU compiler (libtpu) and JAX's CUDA 13 plugin
+    (locks/plans.txt; Linux x86_64 only; about 4.4 GB more than the test environment), then runs
+    the tests marked `plans` (every target compiles the reference step, the policies' order, a
+    fresh compile against the committed record), or COMMAND in that environment, e.g.
+    `nox -s plans -- python -m examples.tools.plan_records record FILE.json`. The docs environment
+    has neither compiler: the pages render the records under src/examples/data/plans/.
+    No accelerator is needed; JAX's default backend stays on the CPU.
+    """
+    require_site_python(session)
+    if sys.platform != "linux" or platform.machine() != "x86_64":
+        session.error("libtpu and JAX's CUDA plugin exist for Linux x86_64 only")
+    install(session, "plans")
+    # No persistent compilation cache: these compiles are the measurement.
+    env = {"JAX_PLATFORMS": "cpu", "JAX_ENABLE_COMPILATION_CACHE": "false"}
+    if session.posargs:
+        session.run(*session.posargs, env=env)
+    else:
+        session.run("python", "-m", "pytest", "-m", "plans", "-p", "no:xdist", "tests", env=env)
+
+
 # ------------------------------------------------------------------------------------------------
 # The JAX release matrix (issue 16): the examples' tests on every recent JAX release, and the
 # facts of docs/reference/releases.md ("Across JAX releases"), measured on each.
@@ -446,8 +480,9 @@ JAX_RELEASES: list[tuple[str, str, str, list[str]]] = [
     ("3.12", "0.11.2", "0.12.12", []),
     ("3.12", "0.12.0.1", "0.12.12", ["jax-newest"]),
 ]
-#: Left out of the matrix: the files that build sites or the site's wheel and notebooks (they need
-#: the documentation stack, which the matrix does not install, not a particular JAX), and the
+#: Left out of the matrix: the files that build sites or the site's wheel and notebooks, or read
+#: the pages as the site runs them (they need the documentation stack, which the matrix does not
+#: install, not a particular JAX: the site is built on the newest), and the
 #: checks of the release records as a whole (the matrix is rewriting them). Every other file under
 #: tests/ runs, so a new example's tests join the matrix by themselves.
 JAX_MATRIX_EXCLUDED_FILES = (
@@ -456,6 +491,7 @@ JAX_MATRIX_EXCLUDED_FILES = (
     "test_browser.py",
     "test_takehome.py",
     "test_lighthouse.py",
+    "test_copyable.py",
     "reference/test_release_data.py",
     "test_lock.py",
 )
@@ -484,7 +520,7 @@ def tests_jax(session: nox.Session, jax: str, flax: str) -> None:
     junit.unlink(missing_ok=True)
     ignores = [f"--ignore={ROOT / 'tests' / name}" for name in JAX_MATRIX_EXCLUDED_FILES]
     # Arguments after `--` replace the test selection (and then no record is written).
-    everything = [str(ROOT / "tests"), *ignores, "-m", "not browser", *xdist_args()]
+    everything = [str(ROOT / "tests"), *ignores, "-m", "not browser", "--all", *xdist_args()]
     selection = session.posargs or everything
     start = time.perf_counter()
     session.run(

@@ -77,7 +77,41 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
     return FileGroupScheduling(config, log)
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--all",
+        action="store_true",
+        default=False,
+        help="run the tests marked slow too (the quick run leaves them out; CI runs them all)",
+    )
+
+
+#: How many tests the quick run left out (for the summary).
+_LEFT_OUT = pytest.StashKey[int]()
+#: What the quick run leaves out, and how to run it: printed at the end of a quick run.
+QUICK_RUN_NOTE = (
+    "{n} test{s} marked slow were left out (whole-site builds, child processes, fresh "
+    "environments, eight-device programs, and the guides' full measurements and every model "
+    "family): "
+    "`nox -s tests -- --all` (or `pytest --all`) runs them too, as CI does"
+)
+
+
+def quick_run(config: pytest.Config) -> bool:
+    """Whether this run leaves the tests marked ``slow`` out: yes, unless ``--all`` is given,
+    the ``-m`` expression names ``slow`` itself, or a test is named by its id (``file::test``)."""
+    if config.getoption("--all") or "slow" in (config.getoption("-m") or ""):
+        return False
+    return not any("::" in str(arg) for arg in config.args)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if quick_run(config):
+        slow = [item for item in items if "slow" in item.keywords]
+        if slow:
+            config.hook.pytest_deselected(items=slow)
+            items[:] = [item for item in items if "slow" not in item.keywords]
+            config.stash[_LEFT_OUT] = len(slow)
     if not any("gpu" in item.keywords for item in items):
         return
     import jax
@@ -148,3 +182,39 @@ def remat3(request: pytest.FixtureRequest):
         return
     with jaxprs.remat3(request.param):
         yield request.param
+
+
+# --- Where the time goes ------------------------------------------------------------------------
+
+#: Seconds spent per test file (setup, call and teardown of its tests, module fixtures included),
+#: summed on the controller from every worker's reports.
+_FILE_SECONDS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    file = report.nodeid.split("::", 1)[0]
+    _FILE_SECONDS[file] = _FILE_SECONDS.get(file, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    """The slowest test files, after pytest's own ``--durations`` list of the slowest tests.
+
+    Summed per file, so the figures add up to the workers' busy time (about the wall time times
+    the number of workers): what a change must cut to make the suite faster.
+    """
+    # Under pytest-xdist the workers collect and deselect, so the count is known only in a
+    # serial run; the note is printed either way.
+    if quick_run(config) and not config.getoption("collectonly", False):
+        left_out = config.stash.get(_LEFT_OUT, 0)
+        terminalreporter.write_line(
+            QUICK_RUN_NOTE.format(n=left_out or "the", s="s" if left_out != 1 else "")
+        )
+    if not _FILE_SECONDS or config.getoption("collectonly", False):
+        return
+    shown = int(os.environ.get("REMAT_GUIDE_SLOWEST_FILES", "12"))
+    if shown <= 0:
+        return
+    total = sum(_FILE_SECONDS.values())
+    terminalreporter.section(f"slowest {shown} test files (of {total:.0f} s of test time)")
+    for file, seconds in sorted(_FILE_SECONDS.items(), key=lambda kv: -kv[1])[:shown]:
+        terminalreporter.write_line(f"{seconds:8.1f} s  {100 * seconds / total:4.1f} %  {file}")
