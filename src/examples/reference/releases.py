@@ -128,17 +128,7 @@ def machine() -> dict[str, Any]:
     import os
     import platform
 
-    model = platform.processor() or platform.machine()
-    with contextlib.suppress(OSError):
-        cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8")
-        model = next(
-            (
-                line.split(":", 1)[1].strip()
-                for line in cpuinfo.splitlines()
-                if "model name" in line
-            ),
-            model,
-        )
+    model = runinfo.cpu_model(platform.processor() or platform.machine())
     load = os.getloadavg()[2] if hasattr(os, "getloadavg") else None
     return {
         "cpus": os.cpu_count(),

@@ -15,6 +15,7 @@ import html
 import importlib
 import importlib.metadata
 import platform
+from pathlib import Path
 
 import jax
 
@@ -106,3 +107,14 @@ def banner() -> Banner:
     """The page's banner; in a notebook, plots from here on are written as SVG."""
     plots_as_svg()
     return Banner(collect())
+
+
+def cpu_model(fallback: str) -> str:
+    """The CPU's model name as ``/proc/cpuinfo`` gives it; ``fallback`` where there is none."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return fallback

@@ -311,11 +311,12 @@ def count_collectives(hlo_text: str) -> dict[str, int]:
 
 def machine() -> dict[str, Any]:
     """Where plans are compiled: the machine and every version a plan depends on."""
-    from examples.tools.runinfo import collect
+    from examples.tools.runinfo import collect, cpu_model
 
     info = collect()
+    cpu = cpu_model(platform.processor() or "unknown CPU")
     return {
-        "device": f"compile-only ({platform.machine()}, {_cpu_model()})",
+        "device": f"compile-only ({platform.machine()}, {cpu})",
         "backend": info.backend,
         "jax": info.jax,
         "jaxlib": info.jaxlib,
@@ -323,13 +324,3 @@ def machine() -> dict[str, Any]:
         "compilers": installed_compilers(),
         "gpu_specs": {n: t.spec for n, t in TARGETS.items() if t.spec},
     }
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
