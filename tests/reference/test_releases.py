@@ -20,6 +20,10 @@ from examples.tools import recorded
 def _junit_of(folder: Path, *args: str) -> Path:
     """Run pytest on ``args`` in ``folder`` (a fresh process) and return its JUnit report."""
     report = folder / "junit.xml"
+    # The folder is pytest's rootdir, whatever holds it: a temporary folder inside a checkout
+    # (nox puts TMPDIR under .nox/) would otherwise take the checkout's pyproject.toml as its
+    # configuration and report test ids relative to the checkout.
+    (folder / "pytest.ini").write_text("[pytest]\n")
     subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args[1:],
          f"--junitxml={report}", args[0]],
