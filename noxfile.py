@@ -446,8 +446,10 @@ def plans(session: nox.Session) -> None:
 #
 #     nox -s tests-jax                     every release below (nine environments)
 #     nox -s "tests-jax(0.5.3)"            one release, by its id
-#     nox -t jax-oldest jax-py311          the oldest and Python 3.11's newest (what CI runs;
-#                                          CI tests the newest release through `nox -s tests`)
+#     nox -t jax-oldest jax-py311          the oldest and Python 3.11's newest
+#     nox -t jax-oldest jax-py311 -- --quick   ... their quick run, no record written (what CI
+#                                          runs; CI runs every test, slow ones included, on the
+#                                          newest release through `nox -s tests -- --all`)
 #
 # Every test passes on every release: where releases behave differently, a test expects each
 # release's own answer, and a feature a release lacks is skipped with that reason. A failure
@@ -519,9 +521,13 @@ def tests_jax(session: nox.Session, jax: str, flax: str) -> None:
     junit = tmp / "junit.xml"
     junit.unlink(missing_ok=True)
     ignores = [f"--ignore={ROOT / 'tests' / name}" for name in JAX_MATRIX_EXCLUDED_FILES]
-    # Arguments after `--` replace the test selection (and then no record is written).
-    everything = [str(ROOT / "tests"), *ignores, "-m", "not browser", "--all", *xdist_args()]
-    selection = session.posargs or everything
+    # Arguments after `--` replace the test selection (and then no record is written); `--quick`
+    # alone runs the quick run's selection (the tests marked slow left out), as CI does.
+    quick = session.posargs == ["--quick"]
+    everything = [str(ROOT / "tests"), *ignores, "-m", "not browser", *xdist_args()]
+    if not quick:
+        everything.append("--all")
+    selection = everything if quick else (session.posargs or everything)
     start = time.perf_counter()
     session.run(
         *("python", "-m", "pytest", *selection, "-p", "no:cacheprovider", f"--junitxml={junit}"),
@@ -535,7 +541,11 @@ def tests_jax(session: nox.Session, jax: str, flax: str) -> None:
     if not junit.is_file():
         session.error(f"pytest wrote no report on jax {jax}: see its output above")
     if session.posargs:
-        session.log("pytest arguments given: a partial run, so no facts are recorded")
+        session.log(
+            "the quick run (tests marked slow left out): a partial run, so no facts are recorded"
+            if quick
+            else "pytest arguments given: a partial run, so no facts are recorded"
+        )
         suites = list(xml.etree.ElementTree.parse(junit).getroot().iter("testsuite"))
         failed = sum(int(s.get("failures", 0)) + int(s.get("errors", 0)) for s in suites)
         if failed:
