@@ -171,7 +171,9 @@ def visible_gpus() -> list[str]:
 def run_pytest(session: nox.Session, backend: str | None, python: str = "python") -> None:
     env = {"REMAT_GUIDE_EXPECT_BACKEND": backend} if backend else {}
     if backend == "gpu":
-        env["JAX_PLATFORMS"] = "cuda"  # fail loudly instead of falling back to the CPU
+        # CUDA first, so that it is the default and a GPU JAX cannot use fails loudly instead of
+        # falling back to the CPU; the CPU too, which host callbacks and the plans' CPU target need.
+        env["JAX_PLATFORMS"] = "cuda,cpu"
     else:
         env |= jax_cache_env()
     # The quick run (tests marked slow left out, see tests/conftest.py); `-- --all` runs them

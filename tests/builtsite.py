@@ -9,11 +9,18 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import urllib.parse
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 HTML = Path(os.environ.get("REMAT_GUIDE_HTML", ROOT / "_build" / "html"))
+
+
+def installed_from_lock() -> bool:
+    """Whether this Python environment is one that nox installed from the lock (its stamp file,
+    noxfile.install), rather than one made otherwise (`nox -s tests-installed`, say)."""
+    return (Path(sys.prefix) / ".remat-guide-installed").is_file()
 
 
 def pages(site: Path = HTML) -> list[str]:

@@ -16,6 +16,7 @@ from builtsite import ROOT
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
+    _float32_products_in_float32()
     expected = os.environ.get("REMAT_GUIDE_EXPECT_BACKEND")
     if not expected:
         return
@@ -29,6 +30,26 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             "wrong hardware",
             returncode=3,
         )
+
+
+def _float32_products_in_float32() -> None:
+    """On a GPU, ask JAX for float32 matrix products computed in float32.
+
+    JAX's default precision there lets XLA use TF32 (a 10-bit mantissa) for float32 products on
+    Ampere and newer GPUs; the tests compare float32 results with float64 references at
+    float32's tolerances, and on an H200 the default failed them (a loss 4e-5 off, relative).
+    Child processes inherit the setting through the environment. A CPU computes float32
+    products in float32 whatever the setting, and is left alone, so that the tests compile the
+    programs the site compiles (and JAX's compilation cache serves both).
+    """
+    try:
+        import jax
+    except ImportError:  # the browser session's environment has no JAX
+        return
+    if jax.default_backend() != "gpu":
+        return
+    os.environ["JAX_DEFAULT_MATMUL_PRECISION"] = "highest"
+    jax.config.update("jax_default_matmul_precision", "highest")
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -112,18 +133,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             config.hook.pytest_deselected(items=slow)
             items[:] = [item for item in items if "slow" not in item.keywords]
             config.stash[_LEFT_OUT] = len(slow)
-    if not any("gpu" in item.keywords for item in items):
+    marked = {m for m in ("gpu", "cpu_figures") if any(m in item.keywords for item in items)}
+    if not marked:
         return
     import jax
 
-    if jax.default_backend() == "gpu":
-        return
-    skip = pytest.mark.skip(
-        reason=f"needs a CUDA GPU; JAX's default backend here is {jax.default_backend()!r}"
-    )
+    backend = jax.default_backend()
+    skips = {
+        "gpu": backend != "gpu"
+        and pytest.mark.skip(reason=f"needs a CUDA GPU; JAX's default backend here is {backend!r}"),
+        "cpu_figures": backend != "cpu"
+        and pytest.mark.skip(
+            reason=f"checks what XLA:CPU compiles; JAX's default backend here is {backend!r}"
+        ),
+    }
     for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+        for name in marked:
+            if skips[name] and name in item.keywords:
+                item.add_marker(skips[name])
 
 
 # --- Building a site with the project's conf.py ---------------------------------------------------

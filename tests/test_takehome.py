@@ -47,7 +47,8 @@ def _load(name: str, folder: Path = EXT) -> types.ModuleType:
 
 @pytest.fixture(scope="module")
 def take_home() -> types.ModuleType:
-    pytest.importorskip("sphinx", reason="needs the docs dependency group")
+    for module in ("sphinx", "docutils"):
+        pytest.importorskip(module, reason="needs the docs dependency group")
     return _load("take_home")
 
 

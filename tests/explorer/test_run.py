@@ -81,6 +81,7 @@ def test_offload_policies_compile_like_their_on_device_twins_on_cpu():
     assert temp[e.OFFLOAD_POLICIES[1]] == temp["dots_with_no_batch_dims_saveable"]
 
 
+@pytest.mark.cpu_figures
 def test_the_barrier_is_all_of_everything_saveables_excess_and_changes_no_flops(results):
     """The page's "The barrier inside the scan": with ``prevent_cse=False`` the scanned
     ``everything_saveable`` compiles to exactly no remat's memory; the barrier costs memory,

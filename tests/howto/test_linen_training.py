@@ -360,6 +360,7 @@ def test_depth_study_claims():
 # --- unroll, the barrier, donation, and the page's summary -------------------------------------
 
 
+@pytest.mark.cpu_figures
 def test_unrolled_the_barrier_keeps_at_least_the_saving_and_the_verdict_says_so():
     # The page's rule: prevent_cse=False only with unroll=1. Unrolled, only the barrier can keep
     # the recomputation apart; whether it does is the release's (jax 0.12: without it the step

@@ -221,6 +221,7 @@ def test_too_big_computes_the_right_value_at_a_small_size():
 # --- XLA's buffer assignment ----------------------------------------------------------------------
 
 
+@pytest.mark.cpu_figures
 def test_the_buffer_assignment_dump_explains_the_out_of_memory_number():
     vector = jax.ShapeDtypeStruct((mm.TOO_BIG_LENGTH,), jnp.float32)
     names, text = mm.buffer_assignment(mm.too_big, vector)

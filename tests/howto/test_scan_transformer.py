@@ -51,9 +51,16 @@ def test_loss_matches_numpy_float64():
         np.testing.assert_allclose(value, explorer.loss_float64(TINY, params, x), rtol=1e-5)
 
 
+def _on_the_cpu():
+    """Where the float64 programs run: the CPU. XLA:GPU (jax 0.11.2, on an H200) refused this
+    model's float64 products ("GEMM is not supported by cublasLt and legacy cublas fallback is
+    removed"); a float64 reference needs no GPU."""
+    return jax.default_device(jax.devices("cpu")[0])
+
+
 def _float64_gradient(cfg: Config):
     params, _, x, y = st.init_state(cfg)
-    with compat.enable_x64(True):
+    with compat.enable_x64(True), _on_the_cpu():
         as64 = lambda t: jax.tree.map(lambda a: jnp.asarray(np.asarray(a), jnp.float64), t)
         grads = jax.grad(st.loss_fn(cfg, st.NO_REMAT))(as64(params), as64(x), as64(y))
         return jax.tree.map(np.asarray, grads)
@@ -283,8 +290,8 @@ def _dropout_layers(rate=0.5):
 
 def test_dropout_gradients_with_and_without_the_checkpoint_agree_in_float64():
     params, _, x, y = st.init_state(TINY)
-    key = jax.random.key(3)
-    with compat.enable_x64(True):
+    with compat.enable_x64(True), _on_the_cpu():
+        key = jax.random.key(3)
         as64 = lambda t: jax.tree.map(lambda a: jnp.asarray(np.asarray(a), jnp.float64), t)
         params, x, y = as64(params), as64(x), as64(y)
         layer, remat = _dropout_layers()

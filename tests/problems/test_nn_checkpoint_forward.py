@@ -54,6 +54,7 @@ def _linen_costs(*extra):
     return p2.gradient_costs(models, x)
 
 
+@pytest.mark.cpu_figures
 def test_linen_one_block_saves_memory_and_the_whole_model_only_adds_work():
     costs = _linen_costs("twice")
     none, whole, block = costs["none"], costs["whole"], costs["block"]

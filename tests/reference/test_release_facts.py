@@ -158,6 +158,7 @@ def test_the_package_bound_is_read_from_its_metadata():
 # --- the committed record of this release ---------------------------------------------------------
 
 
+@pytest.mark.cpu_figures
 def test_the_committed_record_of_the_installed_release_holds_here(facts):
     """If the matrix recorded this JAX, what it recorded is what this JAX does now.
 

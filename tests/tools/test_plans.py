@@ -41,6 +41,18 @@ def x_of(batch):
 
 
 def jax_own_analyses(fn, *args, **jit_kwargs):
+    """JAX's own analyses of ``fn`` compiled for the CPU (the "cpu" target), whatever the default
+    backend is: the arguments are placed there first."""
+    cpu = jax.devices("cpu")[0]
+    on_cpu = jax.sharding.SingleDeviceSharding(cpu)
+    args = jax.tree.map(
+        lambda a: (
+            jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=on_cpu)
+            if isinstance(a, jax.ShapeDtypeStruct)
+            else jax.device_put(a, cpu)
+        ),
+        args,
+    )
     compiled = jax.jit(fn, **jit_kwargs).lower(*args).compile()
     cost = compiled.cost_analysis()
     cost = cost[0] if isinstance(cost, list) else cost  # a list on older jaxlibs

@@ -227,6 +227,7 @@ def test_reduce_precision_on_saved_values_is_there_for_excess_precision():
     assert "22244" in source
 
 
+@pytest.mark.cpu_figures
 def test_removing_the_barrier_pass_through_compile_options_on_this_release():
     # The page: the bare compile(options) call works, except on jax 0.5, which refuses it.
     lowered = jax.jit(jax.grad(lambda x: jnp.sum(jax.checkpoint(jnp.sin)(x)))).lower(jnp.ones(4))

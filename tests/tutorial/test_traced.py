@@ -436,6 +436,7 @@ def test_depth_table_lists_every_row():
     assert table.column("kept: recursive") == [str(r.recursive_residuals) for r in rows]
 
 
+@pytest.mark.cpu_figures
 def test_every_glued_key_on_the_page_is_glued():
     """Each {glue:text}`key` of the page is glued by a cell or by a facts function.
 
