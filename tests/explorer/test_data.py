@@ -80,8 +80,12 @@ def test_save_never_overwrites(tmp_path):
     assert path.read_text() == "keep me"
 
 
+def _committed_gpu_runs():
+    return [r for r in e.load_all(DATA) if r.runinfo["backend"] == "gpu"]
+
+
 def test_committed_h100_file_loads_as_schema_1_without_spread():
-    (run,) = [r for r in e.load_all(DATA) if r.runinfo["backend"] == "gpu"]
+    (run,) = [r for r in _committed_gpu_runs() if r.runinfo["device"].startswith("NVIDIA H100")]
     assert run.schema_version == 1
     assert all(r.step_time_s is not None and r.timing is None for r in run.results)
     assert not any(r.spread_recorded for r in run.results)
@@ -119,8 +123,18 @@ def test_schema_1_rejects_spread_fields(tmp_path):
         e.load(tmp_path / "bad.json")
 
 
-def test_committed_gpu_run_moves_offloaded_bytes_to_the_host():
-    (run,) = [r for r in e.load_all(DATA) if r.runinfo["backend"] == "gpu"]
+def test_committed_h200_file_is_schema_2_and_orders_steps_only_by_spread():
+    (run,) = [r for r in _committed_gpu_runs() if r.runinfo["device"] == "NVIDIA H200"]
+    assert run.schema_version == 2
+    assert all(r.timing is not None for r in run.results)
+    verdicts = e.timing_verdicts(run.results)
+    assert verdicts is not None
+    assert set(verdicts) == {r.policy for r in run.results} - {e.NO_REMAT}
+    assert "with an ordering claimed only where" in e.ordering_sentence(run.results)
+
+
+@pytest.mark.parametrize("run", _committed_gpu_runs(), ids=lambda r: r.runinfo["device"])
+def test_committed_gpu_run_moves_offloaded_bytes_to_the_host(run):
     rows = {r.policy: r for r in run.results}
     offloaded = rows[e.OFFLOAD_POLICIES[0]]
     assert offloaded.temp_bytes < rows["save_only_these_names(mlp_hidden)"].temp_bytes

@@ -155,3 +155,55 @@ def test_the_recorder_writes_a_run_it_can_read(tmp_path):
     assert all(r.timing.repeats == 7 and r.timing.min_s <= r.timing.median_s for r in run.results)
     assert run.runinfo["backend"] == jax.default_backend()
     assert math.isfinite(run.results[0].temp_bytes)
+
+
+def _timed(run, seconds):
+    """``run`` with each policy's step timed at ``seconds[policy]`` (a range of ±1 %)."""
+    step = lambda s: {"median_s": s, "min_s": s * 0.99, "max_s": s * 1.01, "repeats": 7}
+    results = [dataclasses.replace(r, step=step(seconds[r.policy])) for r in run.results]
+    return dataclasses.replace(run, results=results)
+
+
+def test_findings_order_steps_only_where_the_ranges_do_not_overlap(stages):
+    gpu = _fake_gpu_run(stages)
+    twin = o.ON_DEVICE[o.OFFLOAD_NAMES]
+    base = {r.policy: 0.1 for r in gpu.results}
+    # The offloads twice as slow as everything else: slower, with the ratio, and the closing
+    # caveat; recomputing everything is as small on the CPU's stages and faster.
+    slow = _timed(gpu, base | {off: 0.2 for off in o.ON_DEVICE})
+    text = o.findings([slow])._repr_markdown_()
+    assert "Test GPU" in text
+    assert f"`{o.OFFLOAD_NAMES}`, against `{twin}`" in text
+    assert "a step 2.00× slower (200 ms against 100 ms" in text
+    assert "measure your own step" in text
+    full, off = (
+        next(r for r in gpu.results if r.policy == n) for n in ("nothing_saveable", o.OFFLOAD_NAMES)
+    )
+    assert ("this offload buys nothing" in text) is (full.temp_bytes <= off.temp_bytes)
+    # Within each other's range: no order, no verdict, no caveat.
+    close = _timed(gpu, base | {off: 0.1005 for off in o.ON_DEVICE})
+    text = o.findings([close])._repr_markdown_()
+    assert "within the noise" in text
+    for said in ("slower", "faster", "buys nothing", "measure your own step"):
+        assert said not in text
+    # Faster offloads are called faster, with the ratio the other way round.
+    fast = _timed(gpu, base | {off: 0.05 for off in o.ON_DEVICE})
+    assert "a step 2.00× faster (50 ms against 100 ms" in o.findings([fast])._repr_markdown_()
+    # No accelerator run, nothing said; a CPU run says nothing of offload.
+    cpu = dataclasses.replace(slow, runinfo={**slow.runinfo, "backend": "cpu"})
+    assert o.findings([])._repr_markdown_() == o.findings([cpu])._repr_markdown_() == ""
+
+
+def test_the_committed_h200_run_is_read_as_the_page_reads_it():
+    # The H200 run (jax 0.11.2): each offload saved device memory against its twin, and stepped
+    # slower than it, by ranges that do not overlap.
+    (run,) = [r for r in o.load_all() if r.runinfo["device"] == "NVIDIA H200"]
+    saved = o.device_memory_saved(run.results)
+    assert set(saved) == set(o.ON_DEVICE)
+    assert all(b > 0 for b in saved.values())
+    text = o.findings([run])._repr_markdown_()
+    assert text.count("slower") == 4
+    assert "within the noise" not in text
+    # choose-policy says so: the offload of mlp_hidden buys nothing over recomputing everything.
+    (names,) = [line for line in text.splitlines() if line.startswith(f"- `{o.OFFLOAD_NAMES}`")]
+    assert "this offload buys nothing" in names
