@@ -60,6 +60,11 @@ def test_labels_are_unique_across_the_site():
     assert {n: p for n, p in seen.items() if len(p) > 1} == {}
 
 
+def test_every_answer_is_tested_or_says_why_no_test_can_be():
+    for q in QUESTIONS:
+        assert (q.checked is None) != (q.unchecked is None), q.slug
+
+
 def test_every_checked_answer_names_an_existing_test():
     for q in QUESTIONS:
         if q.checked is None:

@@ -50,6 +50,9 @@ class Question:
     kind: str = "issue"  # "issue" or "pull"
     #: the test (file::name) that asserts the behaviour on the installed JAX, if one does
     checked: str | None = None
+    #: where no test can: why the answer is not a behaviour of the installed JAX (another
+    #: project's practice, a thread's state, a GPU's schedule); each question has one of the two
+    unchecked: str | None = None
     #: words whose stems Sphinx's search must find together on the answering page
     terms: tuple[str, ...] = ()
 

@@ -36,9 +36,14 @@ def noisy_block(x: jax.Array) -> jax.Array:
     return jnp.sin(jnp.sin(x))
 
 
-def callback_calls(*, checkpointed: bool, jit: bool = True) -> int:
-    """How many times :func:`noisy_block`'s callback runs in one gradient of its sum."""
+def callback_calls(*, checkpointed: bool, jit: bool = True, nested: bool = False) -> int:
+    """How many times :func:`noisy_block`'s callback runs in one gradient of its sum; with
+    ``nested``, the block is called inside an outer checkpoint (a loop over layers inside a
+    checkpointed pipeline stage, say)."""
     block = jax.checkpoint(noisy_block) if checkpointed else noisy_block
+    if nested:
+        inner = block
+        block = jax.checkpoint(lambda x: jnp.sin(inner(jnp.sin(x))))
     grad = jax.grad(lambda x: block(x).sum())
     if jit:
         grad = jax.jit(grad)
