@@ -448,10 +448,10 @@ def plans(session: nox.Session) -> None:
 #
 #     nox -s tests-jax                     every release below (nine environments)
 #     nox -s "tests-jax(0.5.3)"            one release, by its id
-#     nox -t jax-oldest jax-py311          the oldest and Python 3.11's newest
-#     nox -t jax-oldest jax-py311 -- --quick   ... their quick run, no record written (what CI
-#                                          runs; CI runs every test, slow ones included, on the
-#                                          newest release through `nox -s tests -- --all`)
+#     nox -t jax-oldest jax-py311          the oldest and Python 3.11's newest (what CI runs;
+#                                          CI tests the newest release through `nox -s tests`)
+#     nox -t jax-oldest -- --quick         the quick run only (tests marked slow left out), no
+#                                          record written: a quicker look while working
 #
 # Every test passes on every release: where releases behave differently, a test expects each
 # release's own answer, and a feature a release lacks is skipped with that reason. A failure
