@@ -232,6 +232,43 @@ def test_lighthouse_runs_the_mobile_preset_with_simulated_throttling(tmp_path):
     for flag in ("--headless=new", "--no-sandbox", "--disable-gpu"):
         assert flag in flags.split("=", 1)[1].split()
     assert "--only-categories=performance,accessibility,best-practices,seo" in command
+    assert "--throttling.cpuSlowdownMultiplier=4" in command  # Lighthouse's own default
+    slower = lh.lighthouse_command("http://127.0.0.1:1/x/", tmp_path / "r.json", slowdown=2.93)
+    assert "--throttling.cpuSlowdownMultiplier=2.93" in slower
+
+
+def test_the_cpu_slowdown_keeps_the_emulated_phone_on_a_slower_host():
+    # Lighthouse's 4x is meant for a host index of about 1750 (docs/throttling.md).
+    assert lh.cpu_slowdown(1750) == lh.cpu_slowdown(2400) == 4.0
+    assert lh.cpu_slowdown(1100) == pytest.approx(4 * 1100 / 1750, abs=0.01)
+    # host speed / slowdown, the emulated phone, is the same below the calibrated index
+    for index in (900, 1250, 1749):
+        assert index / lh.cpu_slowdown(index) == pytest.approx(1750 / 4, rel=0.01)
+    # a low-end desktop (1000 to 1500): stricter than the 2x the docs suggest there
+    assert lh.cpu_slowdown(1250) > 2
+    assert lh.cpu_slowdown(100) == 1.0  # never faster than the host itself
+    assert lh.cpu_slowdown(None) == lh.cpu_slowdown(0) == 4.0  # no index read: the default
+
+
+def test_calibration_takes_the_median_index_of_the_404_page(tmp_path):
+    calls = []
+
+    def run(url, page, output):
+        calls.append((url, page, output.name))
+        return {"environment": {"benchmarkIndex": {1: 1000, 2: 1200, 3: 3000}[len(calls)]}}
+
+    index, slowdown = lh.calibrate("http://x/", tmp_path, jobs=1, runner=run)
+    assert [c[1] for c in calls] == ["404.html"] * 3
+    assert index == 1200
+    assert slowdown == lh.cpu_slowdown(1200)
+    calls.clear()
+    index, slowdown = lh.calibrate("http://x/", tmp_path, jobs=1, runner=lambda *a: {})
+    assert (index, slowdown) == (None, 4.0)
+
+
+def test_the_report_names_the_cpu_slowdown_and_why():
+    text = lh.report_markdown([lh.parse(_report(), "index.html")], 60.0, "12.8.2", 2.5, "because")
+    assert "CPU slowdown 2.5x: because." in text
 
 
 # --- The loopback server --------------------------------------------------------------------------
