@@ -375,7 +375,7 @@ def test_committed_gpu_runs_show_everything_saveable_costing_more():
         plain, every = rows[explorer.NO_REMAT], rows["everything_saveable"]
         assert every.temp_bytes > plain.temp_bytes
         assert every.step_time_s > plain.step_time_s
-        said = policies.everything_saveable_on(gpu)
+        said = explorer.everything_saveable_on(gpu)
         assert "needed more than the compiled memory of no checkpoint" in said
         # Slower only where the run recorded spreads (the H200's, not the H100's).
         if every.timing is None:

@@ -46,6 +46,7 @@ from examples.explorer.model import (
 from examples.explorer.render import (
     barrier_table,
     budget_sentence,
+    everything_saveable_on,
     exclusion_table,
     growth_per_layer,
     growth_table,
@@ -94,6 +95,7 @@ __all__ = [
     "compare_policies",
     "counted_share",
     "depth_sweep",
+    "everything_saveable_on",
     "exclusion_table",
     "flop_ratio",
     "full_remat_flop_ratio",

@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from examples.explorer.data import DepthPoint, Result
+from examples.explorer.data import DepthPoint, Result, Run
 from examples.explorer.model import NO_REMAT, POLICIES
 from examples.explorer.run import BarrierCost
 from examples.explorer.theory import counted_share
+from examples.reference.policies import relation
 from examples.tools.display import Table, format_bytes, format_ratio, format_seconds
 from examples.tools.models import Config
 from examples.tools.residuals import Residuals
@@ -346,3 +347,31 @@ def plot_depth(runs: Sequence[tuple[str, Sequence[DepthPoint]]]) -> Figure:
         ax.legend(fontsize=8, frameon=False)
         _tidy(ax, title, unit)
     return fig
+
+
+def everything_saveable_on(run: Run) -> str:
+    """What a committed explorer run (:class:`~examples.explorer.data.Run`) says of
+    ``everything_saveable`` against no checkpoint, as a sentence: its compiled memory, and its
+    step time ordered only where the run recorded spreads that do not overlap."""
+    rows = {r.policy: r for r in run.results}
+    base, every = rows[NO_REMAT], rows["everything_saveable"]
+    more = relation(every.temp_bytes, base.temp_bytes)
+    memory = (
+        f"On {run.label()}, `everything_saveable` needed {more} the compiled memory of no "
+        f"checkpoint ({every.temp_bytes / base.temp_bytes:.2f} times)"
+    )
+    if every.timing is None or base.timing is None:
+        if every.step_time_s is None or base.step_time_s is None:
+            return f"{memory}; that run did not time both."
+        higher = "higher" if every.step_time_s > base.step_time_s else "not higher"
+        return (
+            f"{memory}. Its median step time was {higher}, but that run recorded no spread of its "
+            "timings, so this page does not call it slower."
+        )
+    verdict = every.timing.compare(base.timing)
+    if verdict == "within the noise":
+        return f"{memory}, and its step was within the noise of no checkpoint's."
+    return (
+        f"{memory}, and its step was {verdict}: {every.timing} against {base.timing} (the ranges "
+        "of timed calls do not overlap)."
+    )

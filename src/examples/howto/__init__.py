@@ -15,7 +15,8 @@
 - :mod:`examples.howto.elsewhere`: the same ideas in PyTorch, MaxText and Haliax, with
   :mod:`examples.howto.equinox_remat` (Equinox's checkpoint and what ``jax.checkpoint`` refuses);
 - :mod:`examples.howto.sharding`, with :mod:`examples.howto.collectives` (the collectives of a
-  compiled program), :mod:`examples.howto.offload` (host offload, and its recorder) and
+  compiled program), :mod:`examples.howto.offload` (host offload, and its recorder; what a
+  recorded run says is :mod:`examples.howto.offload_findings`) and
   :mod:`examples.howto.explicit_axes` (the same step on a mesh with ``Explicit`` axes): remat on
   a sharded step.
 """

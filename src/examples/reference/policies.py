@@ -352,34 +352,6 @@ def relation(value: float, base: float) -> str:
     return "more than" if value > base else "less than" if value < base else "the same as"
 
 
-def everything_saveable_on(run: Any) -> str:
-    """What a committed explorer run (:class:`examples.explorer.Run`) says of
-    ``everything_saveable`` against no checkpoint, as a sentence: its compiled memory, and its
-    step time ordered only where the run recorded spreads that do not overlap."""
-    from examples.explorer import NO_REMAT
-
-    rows = {r.policy: r for r in run.results}
-    base, every = rows[NO_REMAT], rows["everything_saveable"]
-    more = relation(every.temp_bytes, base.temp_bytes)
-    memory = (
-        f"On {run.label()}, `everything_saveable` needed {more} the compiled memory of no "
-        f"checkpoint ({every.temp_bytes / base.temp_bytes:.2f} times)"
-    )
-    if every.timing is None or base.timing is None:
-        higher = "higher" if every.step_time_s > base.step_time_s else "not higher"
-        return (
-            f"{memory}. Its median step time was {higher}, but that run recorded no spread of its "
-            "timings, so this page does not call it slower."
-        )
-    verdict = every.timing.compare(base.timing)
-    if verdict == "within the noise":
-        return f"{memory}, and its step was within the noise of no checkpoint's."
-    return (
-        f"{memory}, and its step was {verdict}: {every.timing} against {base.timing} (the ranges "
-        "of timed calls do not overlap)."
-    )
-
-
 # --- facts about the installed JAX that the page states ----------------------------------------
 
 
