@@ -11,7 +11,8 @@ The budget, for every page:
 - the 404 page carries `noindex` on purpose: its SEO score is taken without that one audit.
 
 Performance varies from run to run on a shared machine. A page whose first score is below
-RERUN_BELOW is audited twice more and its median run counts (the budget is not lowered).
+RERUN_BELOW is audited four times more and its median run counts (the budget is not lowered): on a
+2-core AMD EPYC one page's three runs scored 0.89, 0.94 and 0.79 within a minute.
 
 The phone is emulated by slowing the host's CPU down, so the same slowdown emulates a slower phone
 on a slower host. Lighthouse's default, 4x, is meant for a high-end desktop, a benchmark index of
@@ -52,8 +53,8 @@ BUDGET = {"performance": 0.9, "accessibility": 1.0, "best-practices": 1.0, "seo"
 MAX_BYTES = 1_000_000  # 1 MB transferred per page load
 # Audits a page fails on purpose, left out of its category's score.
 EXEMPT = {"404.html": {"seo": frozenset({"is-crawlable"})}}  # noindex: a missing page
-RERUN_BELOW = 0.93  # a first performance score under this is re-run: median of 3
-RUNS_NEAR_THRESHOLD = 3
+RERUN_BELOW = 0.93  # a first performance score under this is re-run: median of 5
+RUNS_NEAR_THRESHOLD = 5
 #: Lighthouse's CPU slowdown, and the benchmark index it is meant for: the middle of the high-end
 #: desktop bracket (1500 to 2000) of Lighthouse's docs/throttling.md.
 DEFAULT_SLOWDOWN = 4.0
