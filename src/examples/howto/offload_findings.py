@@ -48,12 +48,15 @@ def findings(runs: Sequence[Run]) -> Markdown:
     return Markdown("\n\n".join(parts))
 
 
+def _pairs(run: Run) -> list[tuple[Result, Result]]:
+    """Each offloading policy of ``run`` with its on-device twin, where the run has both."""
+    by_name = {r.policy: r for r in run.results}
+    return [(by_name[o], by_name[t]) for o, t in ON_DEVICE.items() if o in by_name and t in by_name]
+
+
 def _offload_always_slower(run: Run) -> bool:
     """Whether every offloading policy of ``run`` steps slower than its on-device twin."""
-    by_name = {r.policy: r for r in run.results}
-    pairs = [
-        (by_name[o], by_name[t]) for o, t in ON_DEVICE.items() if o in by_name and t in by_name
-    ]
+    pairs = _pairs(run)
     return bool(pairs) and all(
         o.timing is not None and t.timing is not None and o.timing.compare(t.timing) == "slower"
         for o, t in pairs
@@ -61,14 +64,10 @@ def _offload_always_slower(run: Run) -> bool:
 
 
 def _findings(run: Run) -> str:
-    by_name = {r.policy: r for r in run.results}
-    full = by_name.get("nothing_saveable")
+    full = next((r for r in run.results if r.policy == "nothing_saveable"), None)
     lines = []
-    for off, twin in ON_DEVICE.items():
-        if off not in by_name or twin not in by_name:
-            continue
-        o = by_name[off]
-        line = f"- `{off}`, {_against(o, by_name[twin])}"
+    for o, twin in _pairs(run):
+        line = f"- `{o.policy}`, {_against(o, twin)}"
         if full is not None:
             line += f"; {_against(o, full)}"
             if (
