@@ -156,6 +156,23 @@ def jax_cache_env() -> dict[str, str]:
     }
 
 
+#: LLVM's optimisation off for the tests' CPU programs. XLA's own passes (remat, fusion,
+#: scheduling, buffer assignment: what memory_analysis, cost_analysis and the gradients come from)
+#: run as before; only the machine code is compiled with less effort, and so runs slower. The
+#: tests compile thousands of programs and run each a few times: on choose-policy's programs,
+#: XLA's compile took 4.0 s instead of 6.6 s, with the same memory_analysis (CONTRIBUTING.md).
+#: The site build and the notebooks keep the default: their pages time programs.
+#: tests/test_codegen.py checks that both levels plan the same. REMAT_GUIDE_CODEGEN=full keeps
+#: the default for the tests too.
+CHEAP_CODEGEN = "--xla_backend_optimization_level=0"
+
+
+def cheap_codegen_env() -> dict[str, str]:
+    if os.environ.get("REMAT_GUIDE_CODEGEN") == "full":
+        return {}
+    return {"XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} {CHEAP_CODEGEN}".strip()}
+
+
 def visible_gpus() -> list[str]:
     """The NVIDIA GPUs `nvidia-smi -L` lists; empty where there is none or no driver."""
     exe = shutil.which("nvidia-smi")
@@ -175,7 +192,7 @@ def run_pytest(session: nox.Session, backend: str | None, python: str = "python"
         # falling back to the CPU; the CPU too, which host callbacks and the plans' CPU target need.
         env["JAX_PLATFORMS"] = "cuda,cpu"
     else:
-        env |= jax_cache_env()
+        env |= jax_cache_env() | cheap_codegen_env()
     # The quick run (tests marked slow left out, see tests/conftest.py); `-- --all` runs them
     # too. Arguments after `--` are added to these (a later `-m` replaces the first). pytest
     # prints the slowest tests and, from tests/conftest.py, the slowest files.
@@ -536,7 +553,12 @@ def tests_jax(session: nox.Session, jax: str, flax: str) -> None:
         # A test file that fails to import on this release is recorded as that file's error; the
         # other files still run.
         "--continue-on-collection-errors",
-        env={"REMAT_GUIDE_EXPECT_BACKEND": "cpu", "JAX_PLATFORMS": "cpu", **jax_cache_env()},
+        env={
+            "REMAT_GUIDE_EXPECT_BACKEND": "cpu",
+            "JAX_PLATFORMS": "cpu",
+            **jax_cache_env(),
+            **cheap_codegen_env(),
+        },
         success_codes=[0, 1],
     )
     tests_s = time.perf_counter() - start

@@ -32,7 +32,8 @@ pytestmark = pytest.mark.skipif(
 def compared():
     env = {
         **os.environ,
-        "XLA_FLAGS": "--xla_force_host_platform_device_count=8",
+        # Eight host devices, beside the flags the session gave (noxfile.py's cheap codegen).
+        "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=8",
         "JAX_PLATFORMS": "cpu",
         "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
     }

@@ -52,8 +52,9 @@ def test_the_plain_step_is_the_loss_and_its_gradient():
     for wi in np.asarray(w, np.float64):
         h = np.tanh(h @ wi)
     np.testing.assert_allclose(value, np.mean(h**2), rtol=1e-5)
-    np.testing.assert_allclose(grad, jax.grad(lambda w: fit_own.plain_step(NO_REMAT)(w, x)[0])(w),
-                               rtol=1e-5)  # fmt: skip
+    plain = jax.grad(lambda w: fit_own.plain_step(NO_REMAT)(w, x)[0])(w)
+    # float32, summed in another order with and without remat: relative to the largest entry
+    np.testing.assert_allclose(grad, plain, rtol=1e-5, atol=1e-5 * float(np.abs(plain).max()))
 
 
 def test_one_call_plans_both_steps_on_the_cpu_and_orders_the_policies():

@@ -90,7 +90,8 @@ def eight(tmp_path_factory):
     out = tmp_path_factory.mktemp("sharded") / "run"
     env = {
         **os.environ,
-        "XLA_FLAGS": "--xla_force_host_platform_device_count=8",
+        # Eight host devices, beside the flags the session gave (noxfile.py's cheap codegen).
+        "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=8",
         "JAX_PLATFORMS": "cpu",
         "PYTHONPATH": str(ROOT / "src"),
     }

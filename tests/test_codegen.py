@@ -1,0 +1,75 @@
+"""The tests compile with LLVM's optimisation off (noxfile.py's cheap_codegen_env), and plan as
+the default does.
+
+What the tests assert comes from XLA's HLO passes (remat, fusion, scheduling, buffer assignment:
+``memory_analysis``, ``cost_analysis``, the optimized module) and from the values a program
+computes. ``--xla_backend_optimization_level=0`` changes neither of the first: only the machine
+code that LLVM makes from the optimized module, which then runs slower and may round differently
+in the last bits. Checked here, in one process, with the level given per compile.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from test_compilation_cache import program
+
+POLICIES = {
+    "no remat": None,
+    "nothing_saveable": jax.checkpoint_policies.nothing_saveable,
+    "dots_with_no_batch_dims_saveable": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+}
+
+
+def loss(policy):
+    def layer(h, w):
+        return jnp.tanh(h @ w), None
+
+    body = layer if policy is None else jax.checkpoint(layer, policy=policy)
+
+    def f(ws, x):
+        h, _ = jax.lax.scan(body, x, ws)
+        return jnp.mean(h**2)
+
+    return f
+
+
+def compiled(policy, level: int):
+    ws = jax.random.normal(jax.random.key(0), (4, 64, 64)) / 8
+    x = jax.random.normal(jax.random.key(1), (32, 64))
+    step = jax.jit(jax.value_and_grad(loss(policy)))
+    options = {"xla_backend_optimization_level": level}
+    return step.lower(ws, x).compile(compiler_options=options), (ws, x)
+
+
+def plan(c) -> dict:
+    m = c.memory_analysis()
+    cost = c.cost_analysis()
+    cost = cost[0] if isinstance(cost, list) else cost  # a list of one on older releases
+    return {
+        "temp": m.temp_size_in_bytes,
+        "arguments": m.argument_size_in_bytes,
+        "outputs": m.output_size_in_bytes,
+        "aliases": m.alias_size_in_bytes,
+        "flops": cost.get("flops"),
+        "bytes accessed": cost.get("bytes accessed"),
+    }
+
+
+@pytest.mark.parametrize("label", POLICIES)
+def test_llvm_optimisation_off_plans_the_same_memory_flops_and_program(label):
+    cheap, args = compiled(POLICIES[label], 0)
+    default, _ = compiled(POLICIES[label], 3)  # XLA's default level
+    assert plan(cheap) == plan(default)
+    assert program(cheap.as_text()) == program(default.as_text())
+    (v0, g0), (v3, g3) = cheap(*args), default(*args)
+    np.testing.assert_allclose(v0, v3, rtol=1e-6)
+    np.testing.assert_allclose(g0, g3, rtol=1e-5, atol=1e-6 * float(np.abs(g3).max()))
+
+
+def test_the_policies_still_plan_differently_at_level_0():
+    """The comparison above could not pass by ignoring the program: the policies differ."""
+    temps = {label: plan(compiled(p, 0)[0])["temp"] for label, p in POLICIES.items()}
+    assert temps["nothing_saveable"] < temps["no remat"]
