@@ -116,3 +116,23 @@ def test_each_remat3_answer_is_shown_beside_its_point():
     assert release_table.show("remat3_points", None) == "no such flag"
     with pytest.raises(ValueError, match="zip"):
         release_table.show("remat3_points", answers[:-1])
+
+
+def test_a_problem_on_several_releases_is_one_row_naming_them(record):
+    def on(version, skipped):
+        data = copy.deepcopy(record)
+        data["runinfo"]["jax"] = version
+        data["tests"]["skipped"] = [{"test": t, "reason": r} for t, r in skipped]
+        return data
+
+    gpu = ("tests/a.py::test_gpu", "needs a CUDA GPU")
+    flag = ("tests/b.py::test_flag", "no jax_remat3 flag")
+    series = [on("0.5.0", [gpu, flag]), on("0.6.2", [gpu, flag]), on("0.7.2", [gpu])]
+    rows = release_table.problems_table(series, "skipped").rows
+    assert [list(map(str, row)) for row in rows] == [
+        ["every release", "`tests/a.py::test_gpu`", "needs a CUDA GPU"],
+        ["`0.5.0`, `0.6.2`", "`tests/b.py::test_flag`", "no jax_remat3 flag"],
+    ]
+    # the same test with another reason is another row
+    series[2]["tests"]["skipped"].append({"test": "tests/b.py::test_flag", "reason": "flag off"})
+    assert len(release_table.problems_table(series, "skipped").rows) == 3

@@ -372,12 +372,19 @@ def releases_table(records: Sequence[dict[str, Any]]) -> Table:
 
 
 def problems_table(records: Sequence[dict[str, Any]], which: str) -> Table:
-    """Every failed (``which="failed"``) or skipped test, with its release and reason."""
-    rows = [
-        [f"`{release(rec)}`", f"`{shown(item)[0]}`", shown(item)[1]]
-        for rec in records
-        for item in rec["tests"][which]
-    ]
+    """Every failed (``which="failed"``) or skipped test with its reason, once, and the releases
+    where it was so, in the records' order (a GPU test skipped on every release is one row, not
+    one per release: the page stays short enough for a phone to lay out)."""
+    where: dict[tuple[str, str], list[str]] = {}
+    for rec in records:
+        for item in rec["tests"][which]:
+            where.setdefault(shown(item), []).append(f"`{release(rec)}`")
+    every = len(records) > 1
+
+    def jax(found: list[str]) -> str:
+        return "every release" if every and len(found) == len(records) else ", ".join(found)
+
+    rows = [[jax(found), f"`{test}`", reason] for (test, reason), found in where.items()]
     return Table(["jax", "test", "reason"], rows, align=_LEFT * 3)
 
 
