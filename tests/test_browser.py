@@ -106,12 +106,6 @@ def _context(browser, scheme: str, **options):
     )
 
 
-@pytest.fixture(scope="module")
-def new_page_in_module(browser):
-    """Pages in fresh browser contexts, for module-scoped fixtures (each closes its own)."""
-    return lambda scheme="light", **options: _context(browser, scheme, **options).new_page()
-
-
 @pytest.fixture
 def new_page(browser):
     """Open pages in fresh browser contexts (no cache, no stored colour mode)."""
@@ -269,7 +263,7 @@ class Observed:
 
 
 @pytest.fixture(scope="module")
-def observed(new_page_in_module, server, base_url):
+def observed(browser, server, base_url):
     """Each page in each mode is loaded once, for both tests below (which fail apart): its load
     is recorded, a full-page screenshot taken, and axe-core run on it as it was drawn."""
     from axe_playwright_python.sync_playwright import Axe
@@ -278,7 +272,7 @@ def observed(new_page_in_module, server, base_url):
 
     def observe(name: str, scheme: str) -> Observed:
         if (name, scheme) not in seen_before:
-            page = new_page_in_module(scheme)
+            page = _context(browser, scheme).new_page()
             seen = Visit(page, base_url + name, server)
             theme = page.evaluate("document.documentElement.dataset.theme")
             SHOTS.mkdir(exist_ok=True)

@@ -16,6 +16,8 @@ import numpy as np
 import pytest
 from test_compilation_cache import program
 
+from examples.tools import compat
+
 POLICIES = {
     "no remat": None,
     "nothing_saveable": jax.checkpoint_policies.nothing_saveable,
@@ -46,8 +48,7 @@ def compiled(policy, level: int):
 
 def plan(c) -> dict:
     m = c.memory_analysis()
-    cost = c.cost_analysis()
-    cost = cost[0] if isinstance(cost, list) else cost  # a list of one on older releases
+    cost = compat.cost_analysis(c)
     return {
         "temp": m.temp_size_in_bytes,
         "arguments": m.argument_size_in_bytes,

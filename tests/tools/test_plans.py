@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
 
+from examples.tools import compat
 from examples.tools import plans as plans_module
 from examples.tools.plans import NO_REMAT, Plan, Plans, compile_plan, largest_batch, plan
 from examples.tools.targets import OutOfMemory, compiler_available, target
@@ -54,9 +55,7 @@ def jax_own_analyses(fn, *args, **jit_kwargs):
         args,
     )
     compiled = jax.jit(fn, **jit_kwargs).lower(*args).compile()
-    cost = compiled.cost_analysis()
-    cost = cost[0] if isinstance(cost, list) else cost  # a list on older jaxlibs
-    return compiled.memory_analysis(), cost
+    return compiled.memory_analysis(), compat.cost_analysis(compiled)
 
 
 def test_the_cpu_plan_is_what_jax_itself_reports():
