@@ -9,7 +9,8 @@ console error, no failed request, no request leaving the server, no serious or c
 violation. The interactive pieces a reader uses are exercised on every page that has them:
 folded solutions, copy buttons, the colour-mode switch, the download menu, search. Screenshots
 (light and dark) and a table of transferred bytes per page go to <site>/_screenshots/, which no
-page links to.
+page links to; REMAT_GUIDE_SCREENSHOTS=off leaves the screenshots out (CI does: no test reads
+them, and drawing 50 full pages cost about 3 CPU-seconds each on the long ones).
 """
 
 from __future__ import annotations
@@ -76,6 +77,14 @@ NOTEBOOK_PAGES = _pages_with(r'class="cell docutils container"')
 DROPDOWN_PAGES = _pages_with(r"<details class=\"[^\"]*sd-dropdown")
 CODE_PAGES = _pages_with(r'class="cell_input')
 SHOTS = HTML / "_screenshots"
+#: Full-page screenshots for a person to look at: every page in both modes (REMAT_GUIDE_SCREENSHOTS,
+#: "on" by default, or "off"). No test reads them; the checks run the same either way.
+_SCREENSHOTS_SETTING = os.environ.get("REMAT_GUIDE_SCREENSHOTS", "on")
+if _SCREENSHOTS_SETTING not in {"on", "off"}:
+    raise pytest.UsageError(
+        f"REMAT_GUIDE_SCREENSHOTS is {_SCREENSHOTS_SETTING!r}: set it to on (the default) or off"
+    )
+SCREENSHOTS = _SCREENSHOTS_SETTING == "on"
 
 
 @pytest.fixture(scope="module")
@@ -265,7 +274,8 @@ class Observed:
 @pytest.fixture(scope="module")
 def observed(browser, server, base_url):
     """Each page in each mode is loaded once, for both tests below (which fail apart): its load
-    is recorded, a full-page screenshot taken, and axe-core run on it as it was drawn."""
+    is recorded, a full-page screenshot taken (unless REMAT_GUIDE_SCREENSHOTS=off), and axe-core
+    run on it as it was drawn."""
     from axe_playwright_python.sync_playwright import Axe
 
     seen_before: dict[tuple[str, str], Observed] = {}
@@ -278,7 +288,8 @@ def observed(browser, server, base_url):
             SHOTS.mkdir(exist_ok=True)
             stem = name.removesuffix(".html").replace("/", "__")
             _render_everything(page, scheme)
-            page.screenshot(path=str(SHOTS / f"{stem}.{scheme}.png"), full_page=True)
+            if SCREENSHOTS:
+                page.screenshot(path=str(SHOTS / f"{stem}.{scheme}.png"), full_page=True)
             serious = [
                 f"{v['id']} ({v['impact']}): {v['help']} at "
                 + ", ".join(" ".join(node["target"]) for node in v["nodes"][:3])
