@@ -285,10 +285,10 @@ def observed(browser, server, base_url):
             page = _context(browser, scheme).new_page()
             seen = Visit(page, base_url + name, server)
             theme = page.evaluate("document.documentElement.dataset.theme")
-            SHOTS.mkdir(exist_ok=True)
-            stem = name.removesuffix(".html").replace("/", "__")
             _render_everything(page, scheme)
             if SCREENSHOTS:
+                SHOTS.mkdir(exist_ok=True)
+                stem = name.removesuffix(".html").replace("/", "__")
                 page.screenshot(path=str(SHOTS / f"{stem}.{scheme}.png"), full_page=True)
             serious = [
                 f"{v['id']} ({v['impact']}): {v['help']} at "
