@@ -190,27 +190,57 @@ def test_median_run_takes_the_middle_score_and_keeps_every_score():
         lh.median_run([])
 
 
-def test_a_page_near_the_threshold_is_run_three_times(tmp_path):
+def _report_scoring(performance: float) -> dict:
+    """A report whose performance score is ``performance`` (every weighed audit scores it)."""
+    report = _report()
+    weighed = ("first-contentful-paint", "largest-contentful-paint", "total-blocking-time")
+    for audit in (*weighed, "cumulative-layout-shift", "speed-index"):
+        report["audits"][audit]["score"] = performance
+    return report
+
+
+def _audit(tmp_path, scores):
+    """audit_page on a runner that returns the given performance scores in turn, and the
+    reports it asked for."""
     calls: list[str] = []
 
-    def runner(scores):
-        def run(url, page, output):
-            calls.append(output.name)
-            return _report(perf=scores[len(calls) - 1])
+    def run(url, page, output):
+        calls.append(output.name)
+        return _report_scoring(scores[len(calls) - 1])
 
-        return run
+    return lh.audit_page("tutorial/b.html", "http://x/", tmp_path, run), calls
 
-    clear = lh.audit_page("a.html", "http://x/", tmp_path, runner([1.0]))
-    assert calls == ["a.1.json"]
+
+def test_a_page_clear_of_the_threshold_is_run_once(tmp_path):
+    clear, calls = _audit(tmp_path, [1.0])
+    assert calls == ["tutorial__b.1.json"]
     assert clear.runs == 1
-    calls.clear()
-    near = lh.audit_page(
-        "tutorial/b.html", "http://x/", tmp_path, runner([0.6, 1.0, 0.7, 0.95, 0.5])
-    )
-    assert calls == [f"tutorial__b.{n}.json" for n in range(1, lh.RUNS_NEAR_THRESHOLD + 1)]
-    assert near.runs == lh.RUNS_NEAR_THRESHOLD == 5
-    expected = lh.category_score(_report(perf=0.7), "performance")  # the median of the five
-    assert near.scores["performance"] == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    ("scores", "runs"),
+    [
+        ((0.92, 0.95, 0.91), 3),  # three within: the median of five is within, whatever follows
+        ((0.6, 0.5, 0.7), 3),  # three under
+        ((0.89, 0.94, 0.92, 0.96), 4),
+        ((0.6, 1.0, 0.7, 0.95, 0.5), 5),
+        ((0.76, 0.94, 0.92, 0.86, 0.91), 5),
+    ],
+)
+def test_a_page_near_the_threshold_runs_until_the_median_of_five_is_decided(
+    tmp_path, scores, runs
+):
+    near, calls = _audit(tmp_path, [*scores, *[0.0] * (lh.RUNS_NEAR_THRESHOLD - len(scores))])
+    assert calls == [f"tutorial__b.{n}.json" for n in range(1, runs + 1)]
+    assert near.runs == runs
+    assert near.performance_runs == pytest.approx(scores)
+    # The verdict of five runs, whatever the runs not taken would have scored: the median of
+    # five computed here with the missing runs at 0 and at 1.
+    for filler in (0.0, 1.0):
+        five = sorted([*scores, *[filler] * (lh.RUNS_NEAR_THRESHOLD - runs)])
+        assert (five[2] >= 0.9) == lh.within_budget(near.scores["performance"], "performance")
+    assert near.scores["performance"] == pytest.approx(sorted(scores)[(runs - 1) // 2])
+    assert (lh.over_budget(near) == []) == (sorted(scores)[(runs - 1) // 2] >= 0.9)
 
 
 def test_the_report_lists_every_page_and_says_whether_the_budget_holds():
