@@ -23,6 +23,7 @@ import urllib.error
 import urllib.request
 import zlib
 from pathlib import Path
+from typing import ClassVar
 
 import lighthouse as lh
 import pytest
@@ -227,9 +228,7 @@ def test_a_page_clear_of_the_threshold_is_run_once(tmp_path):
         ((0.76, 0.94, 0.92, 0.86, 0.91), 5),
     ],
 )
-def test_a_page_near_the_threshold_runs_until_the_median_of_five_is_decided(
-    tmp_path, scores, runs
-):
+def test_a_page_near_the_threshold_runs_until_the_median_of_five_is_decided(tmp_path, scores, runs):
     near, calls = _audit(tmp_path, [*scores, *[0.0] * (lh.RUNS_NEAR_THRESHOLD - len(scores))])
     assert calls == [f"tutorial__b.{n}.json" for n in range(1, runs + 1)]
     assert near.runs == runs
@@ -267,6 +266,70 @@ def test_lighthouse_runs_the_mobile_preset_with_simulated_throttling(tmp_path):
     assert "--throttling.cpuSlowdownMultiplier=4" in command  # Lighthouse's own default
     slower = lh.lighthouse_command("http://127.0.0.1:1/x/", tmp_path / "r.json", slowdown=2.93)
     assert "--throttling.cpuSlowdownMultiplier=2.93" in slower
+
+
+def test_the_workers_run_the_same_settings_as_the_command():
+    flags = lh.lighthouse_flags(2.93)
+    command = lh.lighthouse_command("http://127.0.0.1:1/x/", Path("r.json"), slowdown=2.93)
+    assert f"--only-categories={','.join(flags['onlyCategories'])}" in command
+    assert f"--form-factor={flags['formFactor']}" in command
+    assert f"--throttling-method={flags['throttlingMethod']}" in command
+    assert "--throttling.cpuSlowdownMultiplier=2.93" in command
+    assert flags["throttling"] == {"cpuSlowdownMultiplier": 2.93}
+    assert f"--max-wait-for-load={flags['maxWaitForLoad']}" in command
+
+
+class _FakeWorker:
+    """A worker whose runs fail while ``failures`` lasts, then return a report."""
+
+    made: ClassVar[list[_FakeWorker]] = []
+
+    def __init__(self, failures: list[str]) -> None:
+        self.failures = failures
+        self.runs: list[tuple[str, dict]] = []
+        self.closed = False
+        _FakeWorker.made.append(self)
+
+    def run(self, url, output, flags, timeout):
+        self.runs.append((url, flags))
+        if self.failures:
+            raise lh.LighthouseError(self.failures.pop(0))
+        return _report()
+
+    def close(self):
+        self.closed = True
+
+
+def test_workers_run_on_one_worker_and_replace_one_that_failed(tmp_path):
+    _FakeWorker.made = []
+    failures = ["Chromium crashed"]
+    with lh.Workers(1, make=lambda: _FakeWorker(failures)) as workers:
+        run = workers.runner(slowdown=2.5)
+        assert run("http://x/a.html", "a.html", tmp_path / "a.json") == _report()
+        first, second = _FakeWorker.made
+        assert first.closed  # the failed one was replaced
+        assert not second.closed
+        assert first.runs == second.runs == [("http://x/a.html", lh.lighthouse_flags(2.5))]
+        run("http://x/b.html", "b.html", tmp_path / "b.json")
+        assert len(_FakeWorker.made) == 2  # the same worker again
+        assert len(second.runs) == 2
+    assert all(w.closed for w in _FakeWorker.made)
+
+
+def test_a_run_that_fails_twice_names_the_page_and_the_error(tmp_path):
+    _FakeWorker.made = []
+    failures = ["first", "no answer from Lighthouse in 300 s"]
+    with (
+        lh.Workers(2, make=lambda: _FakeWorker(failures)) as workers,
+        pytest.raises(lh.LighthouseError, match=r"failed twice on a\.html:\n.*no answer"),
+    ):
+        workers.runner(slowdown=4)("http://x/a.html", "a.html", tmp_path / "a.json")
+
+
+def test_a_missing_node_is_named(monkeypatch):
+    monkeypatch.setattr(lh.shutil, "which", lambda name: None)
+    with pytest.raises(lh.LighthouseError, match="node is not on PATH"):
+        lh.Worker()
 
 
 def test_the_cpu_slowdown_follows_lighthouses_recommendations_by_host():
