@@ -335,6 +335,29 @@ def lighthouse_command(
     ]
 
 
+class LighthouseError(RuntimeError):
+    """A run that failed twice, or a worker that could not start or answer."""
+
+
+def read_report(output: Path) -> dict:
+    """The report a run wrote; LighthouseError if Lighthouse recorded a runtime error in it."""
+    report = json.loads(output.read_text(encoding="utf-8"))
+    if report.get("runtimeError"):
+        raise LighthouseError(str(report["runtimeError"]))
+    return report
+
+
+def twice(page: str, attempt: Callable[[], dict]) -> dict:
+    """``attempt()``'s report, trying a second time when Lighthouse itself fails."""
+    error = ""
+    for _attempt in range(2):
+        try:
+            return attempt()
+        except LighthouseError as err:
+            error = str(err)
+    raise LighthouseError(f"Lighthouse failed twice on {page}:\n{error}")
+
+
 def run_once(
     url: str,
     page: str,
@@ -342,32 +365,24 @@ def run_once(
     lighthouse: Path = LIGHTHOUSE,
     slowdown: float = DEFAULT_SLOWDOWN,
 ) -> dict:
-    """One Lighthouse run; its JSON report. Tries a second time when Lighthouse itself fails."""
-    env = {**os.environ, "CHROME_PATH": CHROMIUM}
-    error = ""
-    for _attempt in range(2):
+    """One Lighthouse run in a Lighthouse process of its own; its JSON report (:func:`twice`)."""
+
+    def attempt() -> dict:
         output.unlink(missing_ok=True)
         with tempfile.TemporaryDirectory(prefix="lighthouse-") as tmp:
             done = subprocess.run(
                 lighthouse_command(url, output, lighthouse, slowdown),
-                env={**env, "TMPDIR": tmp},
+                env={**os.environ, "CHROME_PATH": CHROMIUM, "TMPDIR": tmp},
                 capture_output=True,
                 text=True,
                 timeout=300,
                 check=False,
             )
-        if done.returncode == 0 and output.is_file():
-            report = json.loads(output.read_text(encoding="utf-8"))
-            if not report.get("runtimeError"):
-                return report
-            error = str(report["runtimeError"])
-        else:
-            error = (done.stderr or done.stdout).strip()[-2000:]
-    raise RuntimeError(f"Lighthouse failed twice on {page}:\n{error}")
+        if done.returncode != 0 or not output.is_file():
+            raise LighthouseError((done.stderr or done.stdout).strip()[-2000:])
+        return read_report(output)
 
-
-class LighthouseError(RuntimeError):
-    """A run that failed twice, or a worker that could not start or answer."""
+    return twice(page, attempt)
 
 
 class Worker:
@@ -377,15 +392,15 @@ class Worker:
     tab of its own, and Lighthouse resets the page's storage and the browser's cache before it,
     as in a browser it launches itself."""
 
-    def __init__(self, lighthouse_dir: Path = LIGHTHOUSE_DIR, node: str | None = None) -> None:
-        node = node or shutil.which("node")
+    def __init__(self) -> None:
+        node = shutil.which("node")
         if node is None:
             raise LighthouseError("node is not on PATH: install Node.js (Debian: nodejs)")
         self._tmp = tempfile.TemporaryDirectory(prefix="lighthouse-")
         self._log = open(Path(self._tmp.name) / "worker.log", "w+", encoding="utf-8")  # noqa: SIM115
         settings = {"chromeFlags": list(CHROME_FLAGS)}
         self._process = subprocess.Popen(
-            [node, str(WORKER), str(lighthouse_dir), CHROMIUM, json.dumps(settings)],
+            [node, str(WORKER), str(LIGHTHOUSE_DIR), CHROMIUM, json.dumps(settings)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._log,
@@ -414,10 +429,7 @@ class Worker:
         answer = json.loads(line)
         if not answer.get("ok"):
             raise LighthouseError(str(answer.get("error")))
-        report = json.loads(output.read_text(encoding="utf-8"))
-        if report.get("runtimeError"):
-            raise LighthouseError(str(report["runtimeError"]))
-        return report
+        return read_report(output)
 
     def log(self) -> str:
         """The end of what the worker wrote to its standard error."""
@@ -446,7 +458,8 @@ class Worker:
 
 class Workers:
     """``jobs`` workers for runs from as many threads: :meth:`runner` borrows one for a run and
-    starts a fresh one in its place when a run fails (a second failure is the page's error)."""
+    starts a fresh one in its place when a run fails (:func:`twice`: a second failure is the
+    page's error)."""
 
     def __init__(self, jobs: int, make: Callable[[], Worker] = Worker) -> None:
         self._make = make
@@ -463,23 +476,19 @@ class Workers:
     def runner(self, slowdown: float, timeout: float = 300) -> Callable[[str, str, Path], dict]:
         flags = lighthouse_flags(slowdown)
 
-        def run(url: str, page: str, output: Path) -> dict:
-            error = ""
-            for _attempt in range(2):
-                worker = self._idle.get()
-                output.unlink(missing_ok=True)
-                try:
-                    report = worker.run(url, output, flags, timeout)
-                except LighthouseError as err:
-                    error = str(err)
-                    worker.close()
-                    self._add()
-                    continue
-                self._idle.put(worker)
-                return report
-            raise LighthouseError(f"Lighthouse failed twice on {page}:\n{error}")
+        def attempt(url: str, output: Path) -> dict:
+            worker = self._idle.get()
+            output.unlink(missing_ok=True)
+            try:
+                report = worker.run(url, output, flags, timeout)
+            except LighthouseError:
+                worker.close()
+                self._add()
+                raise
+            self._idle.put(worker)
+            return report
 
-        return run
+        return lambda url, page, output: twice(page, lambda: attempt(url, output))
 
     def __enter__(self) -> Workers:
         return self
