@@ -161,7 +161,9 @@ def jax_cache_env() -> dict[str, str]:
 #: run as before; only the machine code is compiled with less effort, and so runs slower. The
 #: tests compile thousands of programs and run each a few times: on choose-policy's programs,
 #: XLA's compile took 4.0 s instead of 6.6 s, with the same memory_analysis (CONTRIBUTING.md).
-#: The site build and the notebooks keep the default: their pages time programs.
+#: The site build and the notebooks keep the default, since their pages time programs; there
+#: the programs compiled only to be read (examples.tools.measure.compiled_stats and
+#: compile_for_analysis) ask for level 0 themselves.
 #: tests/test_codegen.py checks that both levels plan the same. REMAT_GUIDE_CODEGEN=full keeps
 #: the default for the tests too.
 CHEAP_CODEGEN = "--xla_backend_optimization_level=0"

@@ -5,7 +5,9 @@ What the tests assert comes from XLA's HLO passes (remat, fusion, scheduling, bu
 ``memory_analysis``, ``cost_analysis``, the optimized module) and from the values a program
 computes. ``--xla_backend_optimization_level=0`` changes neither of the first: only the machine
 code that LLVM makes from the optimized module, which then runs slower and may round differently
-in the last bits. Checked here, in one process, with the level given per compile.
+in the last bits. Checked here, in one process, with the level given per compile; and that the
+pages' own analysis-only compiles (``examples.tools.measure.compiled_stats``, level 0 wherever it
+runs) read the figures of the default level's executable.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import numpy as np
 import pytest
 from test_compilation_cache import program
 
-from examples.tools import compat
+from examples.tools import compat, measure
 
 POLICIES = {
     "no remat": None,
@@ -74,3 +76,33 @@ def test_the_policies_still_plan_differently_at_level_0():
     """The comparison above could not pass by ignoring the program: the policies differ."""
     temps = {label: plan(compiled(p, 0)[0])["temp"] for label, p in POLICIES.items()}
     assert temps["nothing_saveable"] < temps["no remat"]
+
+
+# --- the pages' analysis-only compiles -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("label", POLICIES)
+def test_compiled_stats_reads_the_default_levels_plan(label):
+    """examples.tools.measure.compiled_stats compiles for reading only, at LLVM level 0
+    (ANALYSIS_OPTIONS), in the site's build as in the tests: its figures are those of the
+    executable that the default level makes, which is the one a reader's step runs."""
+    ws = jax.random.normal(jax.random.key(0), (4, 64, 64)) / 8
+    x = jax.random.normal(jax.random.key(1), (32, 64))
+    step = jax.value_and_grad(loss(POLICIES[label]))
+    default, _ = compiled(POLICIES[label], 3)
+    assert measure.ANALYSIS_OPTIONS == {"xla_backend_optimization_level": 0}
+    assert measure.compiled_stats(step, ws, x) == measure.stats_of(default)
+
+
+def test_compiled_stats_of_a_step_that_runs_next_compiles_it_as_it_runs(monkeypatch):
+    """runs=True: no analysis-only compile, so that the run reuses the compile."""
+    ws, x = jnp.ones((4, 8, 8)), jnp.ones((2, 8))
+    step = jax.value_and_grad(loss(None))
+
+    def refused(lowered):
+        raise AssertionError("compiled for analysis only")
+
+    monkeypatch.setattr(measure, "compile_for_analysis", refused)
+    assert measure.compiled_stats(step, ws, x, runs=True).temp_bytes >= 0
+    with pytest.raises(AssertionError, match="analysis only"):
+        measure.compiled_stats(step, ws, x)

@@ -136,7 +136,7 @@ def compare_policies(
             f = fn if policy is None else jax.checkpoint(fn, policy=policy)
         checkpointed[label] = f
         grads[label] = jax.grad(f, argnums=argnums, allow_int=True)
-    stats = {label: compiled_stats(grad, *args) for label, grad in grads.items()}
+    stats = {label: compiled_stats(grad, *args, runs=True) for label, grad in grads.items()}
     # Timed in rounds that call every variant once, so a slow spell falls on all of them.
     timings = time_interleaved(
         {label: jax.jit(grad) for label, grad in grads.items()}, *args, repeats=repeats

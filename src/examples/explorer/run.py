@@ -39,7 +39,7 @@ def measure(
     _check_names(names)
     params, x = init_params(cfg), init_inputs(cfg)
     grads = {name: jax.grad(make_loss(cfg, POLICIES[name])) for name in names}
-    stats = {name: compiled_stats(grad, params, x) for name, grad in grads.items()}
+    stats = {name: compiled_stats(grad, params, x, runs=time_steps) for name, grad in grads.items()}
     timings: dict[str, Timing | None] = dict.fromkeys(names)
     if time_steps:
         jitted = {name: jax.jit(grad) for name, grad in grads.items()}

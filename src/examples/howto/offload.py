@@ -28,7 +28,13 @@ from examples.howto.collectives import hlo_text
 from examples.tools import recorded
 from examples.tools.display import Table, format_bytes
 from examples.tools.jaxprs import equation_jaxprs, open_jaxpr
-from examples.tools.measure import MIN_REPEATS, Timing, compiled_stats, time_call
+from examples.tools.measure import (
+    MIN_REPEATS,
+    Timing,
+    compile_for_analysis,
+    stats_of,
+    time_call,
+)
 from examples.tools.models import SIZES, Config, block, init_inputs, init_params, scan_loss
 from examples.tools.runinfo import collect
 
@@ -201,7 +207,10 @@ def measure(
         grad = jax.grad(make_loss(cfg, POLICIES[name]))
         moved = host_transfers(jax.make_jaxpr(grad)(params, x).jaxpr)
         lowered = jax.jit(grad).lower(params, x)
-        stats = compiled_stats(grad, params, x)
+        # compiled as it runs where it is timed next (the run then reads this compile from JAX's
+        # persistent cache), else for reading its plan only
+        compiled = lowered.compile() if time_steps else compile_for_analysis(lowered)
+        stats = stats_of(compiled)
         step = time_call(jax.jit(grad), params, x, repeats=repeats) if time_steps else None
         results.append(
             Result(
@@ -209,7 +218,7 @@ def measure(
                 to_host_bytes=moved.to_host_bytes,
                 to_device_bytes=moved.to_device_bytes,
                 annotations=placement_annotations(lowered.as_text()),
-                host_buffers=host_buffers(hlo_text(lowered.compile())),
+                host_buffers=host_buffers(hlo_text(compiled)),
                 temp_bytes=stats.temp_bytes,
                 host_temp_bytes=stats.host_temp_bytes,
                 flops=stats.flops,

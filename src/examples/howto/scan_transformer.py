@@ -214,7 +214,7 @@ def measure(
     out = {}
     for setup in setups:
         step = step_fn(cfg, setup)
-        stats = compiled_stats(step, *state)
+        stats = compiled_stats(step, *state, runs=timed)
         timing = time_call(jax.jit(step), *state, repeats=repeats) if timed else None
         out[setup.label] = Measured(setup, stats, timing)
     return out

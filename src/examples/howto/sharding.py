@@ -35,7 +35,7 @@ from numpy.typing import NDArray
 
 from examples.howto.collectives import collectives, hlo_text
 from examples.tools.display import Table, format_bytes
-from examples.tools.measure import compiled_stats
+from examples.tools.measure import compile_for_analysis, compiled_stats, stats_of
 from examples.tools.models import Config, block, init_inputs, init_params, scan_loss
 
 #: A layer of the scanned stack: ``(carry, one layer's weights) -> carry``.
@@ -229,8 +229,9 @@ class StepReport:
 
 def report(step: Callable[..., Any], params: Any, x: Any, variant: str, policy: str) -> StepReport:
     """Compile ``step`` for the placed arguments; read its memory, FLOPs and collectives."""
-    stats = compiled_stats(step, params, x)
-    found = collectives(hlo_text(jax.jit(step).lower(params, x).compile()))
+    compiled = compile_for_analysis(jax.jit(step).lower(params, x))
+    stats = stats_of(compiled)
+    found = collectives(hlo_text(compiled))
     gathers = [c for c in found if c.op == "all-gather"]
     return StepReport(
         variant=variant,

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from examples.tools.display import Table, format_bytes, format_ratio
-from examples.tools.measure import Timing, compiled_stats
+from examples.tools.measure import Timing, compiled_stats, stats_of
 from examples.tools.models import Config, block, init_inputs, init_params, scan_loss
 from examples.tools.residuals import saved_residuals
 
@@ -118,7 +118,7 @@ def measure(
         times = time_interleaved(compiled, params, x, repeats=repeats)
     rows = []
     for name in names:
-        stats = compiled_stats(steps[name], params, x)
+        stats = stats_of(compiled[name]) if time else compiled_stats(steps[name], params, x)
         kept = saved_residuals(losses[name], params, x).excluding_arguments().nbytes
         rows.append(Row(name, kept, stats.temp_bytes, stats.flops, times.get(name)))
     return rows

@@ -26,6 +26,7 @@ import numpy as np
 from examples.tools import compat
 from examples.tools.display import format_bytes
 from examples.tools.jaxprs import traced_remat_sites
+from examples.tools.measure import compile_for_analysis
 from examples.tools.residuals import Residual, Residuals, saved_residuals
 
 FLAG = "jax_remat3"
@@ -155,7 +156,7 @@ def _measure(
             residuals = saved_residuals(fn, *args)  # what print_saved_residuals lists
             sites = tuple(s.primitive for s in traced_remat_sites(fn, *args))
             lowered = jax.jit(lambda *d: _gradient(g, list(d))).lower(*diff)
-            compiled = lowered.compile()  # the step as XLA compiles it
+            compiled = compile_for_analysis(lowered)  # the step as XLA plans it
             gradient = [np.asarray(x) for x in jax.tree.leaves(_gradient(g, diff))]
         except Exception as e:  # reported on its side; the flag is restored by remat3_flag
             return Side(flag, Residuals(), (), 0, [], f"{type(e).__name__}: {e}".split("\n")[0])

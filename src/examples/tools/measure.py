@@ -38,9 +38,38 @@ class CompiledStats:
         return dataclasses.asdict(self)
 
 
-def compiled_stats(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> CompiledStats:
-    """Compile ``jax.jit(fn)`` for these arguments and read XLA's memory and cost analyses."""
-    compiled = jax.jit(fn).lower(*args, **kwargs).compile()
+#: Compiler options for a program compiled only to read what XLA planned for it
+#: (``memory_analysis()``, ``cost_analysis()``, the optimized HLO) and never run: LLVM's
+#: optimisation of the machine code off. XLA's own passes, which make the plan (remat, fusion,
+#: scheduling, buffer assignment), run as at the default level, and give the same figures
+#: (tests/test_codegen.py compares the two on every policy, and :func:`compiled_stats` against a
+#: default compile); only the machine code, which nobody runs, is made with less effort: a
+#: training step of the Flax guides compiles in about half the time.
+ANALYSIS_OPTIONS = {"xla_backend_optimization_level": 0}
+
+
+def compile_for_analysis(lowered: Any) -> Any:
+    """``lowered.compile()`` for reading XLA's plan only (:data:`ANALYSIS_OPTIONS`): do not run
+    or time the executable it returns; compile with ``lowered.compile()`` what you run."""
+    return lowered.compile(compiler_options=ANALYSIS_OPTIONS)
+
+
+def compiled_stats(
+    fn: Callable[..., Any], *args: Any, runs: bool = False, **kwargs: Any
+) -> CompiledStats:
+    """Compile ``jax.jit(fn)`` for these arguments and read XLA's memory and cost analyses.
+
+    Compiled for reading only (:func:`compile_for_analysis`), unless ``runs``: say so where the
+    caller then runs (times) ``jax.jit(fn)`` on the same arguments. It is then compiled as it will
+    run, and with JAX's persistent compilation cache on (the site's build has it) the run reads
+    this compile instead of compiling the step a second time.
+    """
+    lowered = jax.jit(fn).lower(*args, **kwargs)
+    return stats_of(lowered.compile() if runs else compile_for_analysis(lowered))
+
+
+def stats_of(compiled: Any) -> CompiledStats:
+    """XLA's memory and cost analyses of a compiled executable (``jax.stages.Compiled``)."""
     memory = compiled.memory_analysis()
     if memory is None:
         raise RuntimeError(
