@@ -24,6 +24,7 @@ from examples.tools.measure import (
     MIN_REPEATS,
     CompiledStats,
     Timing,
+    compile_for_analysis,
     compiled_stats,
     persistent_cache_off,
     time_call,
@@ -282,9 +283,12 @@ def optimization_barriers(setup: Setup, cfg: Config = CFG) -> int:
 
 
 def compiled(setup: Setup, cfg: Config = CFG, donate: bool = False) -> Any:
-    """The compiled training step of ``setup`` (``donate``: params and Adam's state donated)."""
+    """The compiled training step of ``setup`` (``donate``: params and Adam's state donated), for
+    reading its plan (:func:`~examples.tools.measure.compile_for_analysis`)."""
     donated = (0, 1) if donate else ()
-    return jax.jit(step_fn(cfg, setup), donate_argnums=donated).lower(*init_state(cfg)).compile()
+    return compile_for_analysis(
+        jax.jit(step_fn(cfg, setup), donate_argnums=donated).lower(*init_state(cfg))
+    )
 
 
 def normalized_hlo(text: str) -> str:
@@ -308,6 +312,7 @@ class Programs:
 def compare_programs(a: Setup, b: Setup, cfg: Config = CFG) -> Programs:
     """Compile both setups and compare what JAX lowered and what XLA made of it."""
     lowered = [jax.jit(step_fn(cfg, s)).lower(*init_state(cfg)) for s in (a, b)]
+    # Compiled as they run: the page times these steps next, from JAX's persistent cache.
     done: list[Any] = [low.compile() for low in lowered]  # memory_analysis() is typed Optional
     texts = [str(c.as_text()) for c in done]
     return Programs(

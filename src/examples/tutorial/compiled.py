@@ -26,7 +26,7 @@ import jax.numpy as jnp
 
 from examples.tools import compat
 from examples.tools.display import Table, format_bytes, format_ratio
-from examples.tools.measure import compiled_stats
+from examples.tools.measure import compile_for_analysis, compiled_stats
 from examples.tools.models import scan_loss
 
 Params = tuple[jax.Array, jax.Array]
@@ -207,7 +207,7 @@ def xla_row(
     if compiler_options:
         compiled = compat.compile_with_options(lowered, compiler_options)
     else:
-        compiled = lowered.compile()
+        compiled = compile_for_analysis(lowered)
     before, after = str(lowered.as_text()), str(compiled.as_text())
     cost = compat.cost_analysis(compiled)
     return XlaRow(

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from examples.tools.display import Table, format_bytes
-from examples.tools.measure import compiled_stats
+from examples.tools.measure import compile_for_analysis, compiled_stats
 from examples.tools.models import scan_loss
 from examples.tools.residuals import saved_residuals
 from examples.tutorial.compiled import Params, dense_relu, mlp_inputs, relation
@@ -37,7 +37,7 @@ def placement_fusions(x: jax.Array) -> dict[str, int]:
     placement: a checkpoint's optimization barrier is opaque to fusion, so it can split a loop."""
     counts = {}
     for name, fn in composition_variants().items():
-        compiled = jax.jit(jax.grad(lambda u, fn=fn: jnp.sum(fn(u)))).lower(x).compile()
+        compiled = compile_for_analysis(jax.jit(jax.grad(lambda u, fn=fn: jnp.sum(fn(u)))).lower(x))
         counts[name] = str(compiled.as_text()).count(" fusion(")
     return counts
 
