@@ -187,7 +187,12 @@ def test_training_side_by_side_gives_identical_losses():
     losses = lt.train_side_by_side(
         {"plain": tiny_scan(), "remat": tiny_scan(remat_scan_block())}, steps=2, batch=batch
     )
-    assert losses["plain"] == losses["remat"]
+    # The same dropout masks in the recomputation: a new mask would change the second step's
+    # loss in the third or fourth digit. Equal to float32 rounding, not bit for bit: the plain and
+    # the checkpointed step are two programs, and XLA may round them differently (jax 0.5.0 at
+    # LLVM level 0 on an AVX-512 AMD EPYC: 3.4017353 against 3.4017351, one unit in the last
+    # place; bit for bit on jax 0.10.2 and 0.12 there).
+    np.testing.assert_allclose(losses["plain"], losses["remat"], rtol=1e-6, atol=0)
     assert losses["plain"][1] < losses["plain"][0]
     table = lt.losses_table(losses)
     assert table.header == ["step", "loss, `plain`", "loss, `remat`"]
