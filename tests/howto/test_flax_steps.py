@@ -1,4 +1,5 @@
-"""examples.howto.flax_steps: the batch the two Flax guides share, and the barrier's verdict."""
+"""examples.howto.flax_steps: the batch the two Flax guides share, the barrier's verdict, and
+whether two runs' losses agree."""
 
 from __future__ import annotations
 
@@ -46,3 +47,15 @@ def test_the_barrier_verdict_reads_the_three_steps_temporaries():
         assert facts["p_no_barrier_temp"] == ("1.5 KiB" if bare_down else "4.0 KiB")
     with pytest.raises(ValueError, match="three compiled steps"):
         fs.barrier_facts(plain, fs.Measured("uncompiled", None), plain, "p")
+
+
+def test_the_losses_verdict_tells_rounding_from_another_mask():
+    # The measured pair: jax 0.5.0 at LLVM level 0 rounded the two programs one float32 unit in
+    # the last place apart; a new dropout mask in step 0 moved the second loss by 3e-3.
+    plain = [3.4381566047668457, 3.401735305786133]
+    rounded = [3.4381566047668457, 3.4017350673675537]
+    other_mask = [3.4381566047668457, 3.4131288528442383]
+    assert fs.losses_verdict({"a": plain, "b": list(plain)}) == "identical at every step"
+    assert fs.losses_verdict({"a": plain, "b": rounded}).startswith("equal to float32 rounding")
+    assert fs.losses_verdict({"a": plain, "b": other_mask}) == "different (see the table)"
+    assert fs.losses_verdict({"a": plain, "b": plain[:1]}) == "different (see the table)"
