@@ -277,6 +277,8 @@ def test_the_workers_run_the_same_settings_as_the_command():
     assert "--throttling.cpuSlowdownMultiplier=2.93" in command
     assert flags["throttling"] == {"cpuSlowdownMultiplier": 2.93}
     assert f"--max-wait-for-load={flags['maxWaitForLoad']}" in command
+    assert flags["disableFullPageScreenshot"] is True
+    assert "--disable-full-page-screenshot" in command
 
 
 class _FakeWorker:
