@@ -1,8 +1,9 @@
 """How-to: choose a checkpoint policy for a transformer block.
 
 The code of ``docs/howto/choose-policy.md``, in the order of the page. The block is the one of
-:func:`examples.tools.models.named_block` as production models run it: bfloat16 weights and
-activations, ``jax.nn.dot_product_attention``, an MLP of ratio 4, scanned over its layers. Each
+:func:`examples.tools.models.named_block` in the shape of production models: bfloat16 weights
+and activations (many trainers keep float32 master weights; the page says so),
+``jax.nn.dot_product_attention``, an MLP of ratio 4, scanned over its layers. Each
 candidate policy is compiled at a short and a long sequence, and the page reads XLA's memory and
 FLOPs and the step time off the build. The last part looks at a fused attention kernel (JAX's Pallas
 flash attention, run in interpret mode so that the CPU can trace it) to show what a policy can
