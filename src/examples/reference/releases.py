@@ -18,6 +18,7 @@ the file and what changed. :mod:`examples.reference.release_table` renders the r
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import io
 import json
@@ -54,9 +55,8 @@ def summarize_junit(path: str | Path) -> dict[str, Any]:
             summary["passed"] += 1
             continue
         message = problem.get("message") or problem.text or ""
-        whole = re.search(r"'Skipped: (.*)'\)\s*$", problem.text or "", re.S)
-        if message == "collection skipped" and whole:
-            message = whole.group(1)
+        if message == "collection skipped":
+            message = _collection_skip_reason(problem.text or "") or message
         lines = message.strip().splitlines()
         reason = lines[0][:200] if lines else "(no message)"
         # A message whose first line is a heading (the checker's) names the cause further down.
@@ -70,6 +70,18 @@ def summarize_junit(path: str | Path) -> dict[str, Any]:
         entry = {"test": test, "reason": reason}
         summary["skipped" if problem.tag == "skipped" else "failed"].append(entry)
     return summary
+
+
+def _collection_skip_reason(text: str) -> str | None:
+    """The reason of a file skipped whole: pytest writes the repr of ``(path, line, "Skipped:
+    reason")``, in double quotes where the reason holds an apostrophe, so it is read as Python."""
+    try:
+        value = ast.literal_eval(text.strip())
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    if isinstance(value, tuple) and value and isinstance(value[-1], str):
+        return value[-1].removeprefix("Skipped: ")
+    return None
 
 
 def _path_of(module: str) -> str:
