@@ -37,7 +37,7 @@ from examples.problems._check_names import CHECK_NAMES
 from examples.problems._checks import prepare, remat3_ignores_function_policies
 from examples.problems._kept import residual_difference, residual_listing
 from examples.problems._process import Tally
-from examples.problems._runner import load_solution, run_checks
+from examples.problems._runner import exception_line, load_solution, run_checks
 from examples.tools.jaxprs import (
     live_equations,
     remat3,
@@ -312,6 +312,22 @@ def test_linen_instance_error_names_the_learners_line():
         i for i, text in enumerate(path.read_text().splitlines(), 1) if "MLP(features" in text
     )
     assert any(f"instance.py:{line} in nn_checkpoint_forward" in text for text in lines)
+
+
+def test_a_long_error_is_cut_keeping_the_sentence_that_names_the_argument():
+    # JAX's tracer errors name the argument a traced value came from after 300 characters or
+    # more; a learner who counted static_argnums wrong needs that sentence, not the start alone.
+    opening = "Attempted boolean conversion of traced array with shape bool[]. " * 5
+    named = "The error occurred while tracing the function f. This happened because it depends "
+    named += "on the value of the argument activate. "
+    err = TypeError(opening + named + "See the documentation for more. " * 3)
+    line = exception_line(err)
+    assert line.startswith("TypeError: Attempted boolean conversion")
+    assert line.endswith("because it depends on the value of the argument activate.")
+    assert " ... " in line and len(line) < 320
+    plain = exception_line(ValueError("x" * 400))  # nothing to keep: cut at 300 characters
+    assert plain == "ValueError: " + "x" * 297 + "..."
+    assert exception_line(ValueError("two\n  lines")) == "ValueError: two lines"
 
 
 # --- the child process ---------------------------------------------------------------------------
