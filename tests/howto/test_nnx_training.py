@@ -259,6 +259,13 @@ def test_what_each_scanned_body_returns():
         ]
     )
     assert f"u32[{layers}]" in out["scan"].outputs  # the counters leave the plain loop too
+    # returns=nnx.RngState: the counters, which change, and the keys, which do not (the page's
+    # "In short"); nnx.RngCount returns the counters alone
+    counts = nx.scan_outputs(
+        lambda: SplitScannedTransformer(returns=nnx.RngCount, rngs=nnx.Rngs(0))
+    )
+    assert f"u32[{layers}]" in counts.outputs
+    assert [o for o in out["split"].outputs if o not in counts.outputs] == [f"key<fry>[{layers}]"]
     assert len(out["scan"].outputs) > 10  # with the activations for the backward loop
     table = nx.outputs_table(out, listed=10)
     assert table.column("stacked outputs of the forward scan")[0].endswith("arrays (not listed)")
