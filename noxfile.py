@@ -473,7 +473,7 @@ def plans(session: nox.Session) -> None:
     """Compile for GPU and TPU targets on this machine: `nox -s plans [-- COMMAND ...]`.
 
     Installs the test environment plus XLA's TPU compiler (libtpu) and JAX's CUDA 13 plugin
-    (locks/plans.txt; Linux x86_64 only; about 4.4 GB more than the test environment), then runs
+    (locks/plans.txt; Linux x86_64 only; 4.7 GB more than the test environment), then runs
     the tests marked `plans` (every target compiles the reference step, the policies' order, a
     fresh compile against the committed record), or COMMAND in that environment, e.g.
     `nox -s plans -- python -m examples.tools.plan_records record FILE.json`. The docs environment
