@@ -324,7 +324,8 @@ def test_a_long_error_is_cut_keeping_the_sentence_that_names_the_argument():
     line = exception_line(err)
     assert line.startswith("TypeError: Attempted boolean conversion")
     assert line.endswith("because it depends on the value of the argument activate.")
-    assert " ... " in line and len(line) < 320
+    assert " ... " in line
+    assert len(line) < 320
     plain = exception_line(ValueError("x" * 400))  # nothing to keep: cut at 300 characters
     assert plain == "ValueError: " + "x" * 297 + "..."
     assert exception_line(ValueError("two\n  lines")) == "ValueError: two lines"
