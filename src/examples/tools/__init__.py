@@ -12,5 +12,6 @@
 - :mod:`examples.tools.targets`: GPUs and TPUs to compile for without one; their compilers' errors.
 - :mod:`examples.tools.plans`: a step compiled for a target and a policy: the compiler's plan.
 - :mod:`examples.tools.plan_records`: plans kept as JSON records; the reference step they check.
+- :mod:`examples.tools.prose`: words of prose and words per sentence of a page, as a reader meets them.
 - :mod:`examples.tools.compat`: the few spellings that differ between the JAX releases supported.
 """
