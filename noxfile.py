@@ -20,12 +20,17 @@
     nox -s tests-jax            the examples' tests on every JAX release of the matrix, recording
                                 what each release does (docs/reference/releases.md)
     nox -t jax-oldest           ... on the oldest release only (-t jax-newest: the newest)
+    nox -s lock                 rewrite locks/ after a dependency or a matrix release changes
+    nox -s offload-record -- --out FILE.json
+                                on an NVIDIA GPU: record host offload for the sharded-step guide
 
 `nox` alone runs the sessions marked default: tests, then docs. `nox -l` lists them all; the
 file is also a script (`./noxfile.py -s lint`, or `uv run noxfile.py -s lint`).
 
 Environments are reused between runs; the install step is skipped while pyproject.toml and the
-session's requirements are unchanged. With uv installed (`pip install "nox[uv]"`), nox creates
+session's requirements are unchanged. How the sessions are kept fast (pytest-xdist, the quick
+run, JAX's compilation cache, cheaper machine code in the tests, bytecode under _build/pycache)
+is in CONTRIBUTING.md, "How the sessions are kept fast". With uv installed (`pip install "nox[uv]"`), nox creates
 them with uv, which is much faster; plain pip works too.
 """
 
