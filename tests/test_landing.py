@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import jax
 import numpy as np
 import pytest
@@ -132,3 +135,61 @@ def test_gradients_do_not_depend_on_the_strategy():
     for other in grads[1:]:
         for k in ("w1", "w2"):
             np.testing.assert_allclose(grads[0][k], other[k], rtol=1e-5, atol=1e-6)
+
+
+# --- The page's text --------------------------------------------------------------------------
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+LANDING = (DOCS / "index.md").read_text(encoding="utf-8")
+
+
+def _first_screen() -> str:
+    """The landing's text from after the banner cell to its first section heading."""
+    start = LANDING.index("banner()\n```")
+    return LANDING[start : LANDING.index("\n## ", start)]
+
+
+#: The reader's situations and the pages that answer them (issue 45 item 1).
+ANSWERS = [
+    "tutorial/gradient-checkpointing.md",
+    "howto/scan-transformer.md",
+    "howto/choose-policy.md",
+    "howto/will-it-fit.md",
+    "howto/when-remat-goes-wrong.md",
+    "questions.md",
+    "reference/releases.md",
+    "problems/index.md",
+]
+
+
+def test_the_first_screen_sends_each_situation_to_the_page_that_answers_it():
+    first = _first_screen()
+    links = re.findall(r"\]\(([^)#\s]+\.md)\)", first)
+    for target in ANSWERS:
+        assert target in links, f"the landing's first screen does not link {target}"
+    for target in links:
+        assert (DOCS / target).is_file(), target
+    # Out of memory goes to the how-to index's first aid, a label that must exist there.
+    assert "<howto-first-aid>`" in first
+    assert "(howto-first-aid)=" in (DOCS / "howto" / "index.md").read_text(encoding="utf-8")
+    # One sentence of advice per situation, short enough for the first screen of a phone.
+    items = re.findall(r"^- \*\*.*?(?=^- |\Z)", first, re.S | re.M)
+    assert len(items) >= 6
+    assert all(len(item.split()) <= 45 for item in items), [len(i.split()) for i in items]
+
+
+def test_the_grid_has_cards_for_the_how_to_guides_and_the_questions():
+    cards = re.findall(r"^:link: (\S+)$", LANDING, re.M)
+    assert {"howto/index", "questions", "tutorial/gradient-checkpointing"} <= set(cards)
+    for card in cards:
+        assert (DOCS / f"{card}.md").is_file(), card
+
+
+def test_the_figure_has_alt_text_that_says_what_it_shows():
+    cell = next(c for c in LANDING.split("```{code-cell}") if "plot(rows)" in c)
+    alt = re.search(r'^:mystnb: \{image: \{alt: "([^"]+)"\}\}$', cell, re.M)
+    assert alt is not None, "the figure's cell gives no alt text"
+    for strategy in STRATEGIES:
+        assert strategy.split(", ")[-1] in alt.group(1)
+    assert "memory" in alt.group(1)
+    assert "FLOPs" in alt.group(1)

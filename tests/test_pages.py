@@ -93,6 +93,19 @@ def test_first_cell_is_the_runinfo_banner(page):
     assert code == "from examples.tools.runinfo import banner\nbanner()"
 
 
+def test_the_banner_is_one_short_line_of_versions():
+    """The banner leaves the first screen to the page: one line, the versions and no more
+    (reader finding T8; the "Run this page yourself" note under it is folded, test_takehome)."""
+    from examples.tools.runinfo import Banner, RunInfo
+
+    info = RunInfo("0.12.0.1", "0.12.0.1", "0.12.12", "3.12.1", "gpu", "NVIDIA H100 80GB HBM3", 8)
+    shown = Banner(info)._repr_html_()
+    text = re.sub(r"<[^>]+>", "", shown)
+    assert text == f"Executed with {info.one_line()}"
+    assert shown.count("<p") == 1
+    assert len(text) <= 125, len(text)  # two short lines on a phone
+
+
 def test_parsers_see_a_page_without_the_banner():
     """The checks above do fail on a page that breaks the conventions."""
     page = textwrap.dedent(

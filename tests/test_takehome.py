@@ -608,6 +608,51 @@ def test_every_page_with_a_banner_shows_the_install_command_after_it(take_home):
         assert take_home.NOTE_TITLE in shown
         assert take_home.NOTE_TEXT.replace("`", "") in " ".join(shown.split())
         assert command in shown, page.name
+        # Folded to its one-line title, which comes before the text and the command.
+        folded = text[notes[0] : text.find("</pre>", notes[0])]
+        summary = f"<details><summary>{take_home.NOTE_TITLE}</summary>"
+        assert folded.find(summary) > 0, page.name
+        assert folded.find(summary) < folded.find("<p>") < folded.find("<pre")
+
+
+def test_the_note_is_folded_right_after_the_banner(take_home):
+    """add_note on a doctree with a banner cell: the next node is the note, a <details> whose
+    summary is the title and which holds the text and the command; no banner, no note."""
+    from docutils import nodes
+    from docutils.frontend import get_default_settings
+    from docutils.parsers.rst import Parser
+    from docutils.utils import new_document
+
+    def page(with_banner: bool) -> nodes.document:
+        document = new_document("page", get_default_settings(Parser))
+        section = nodes.section()
+        section += nodes.title("Title", "Title")
+        if with_banner:
+            section += nodes.container("", classes=["cell", "tag_runinfo"])
+        section += nodes.paragraph("First sentence.", "First sentence.")
+        document += section
+        return document
+
+    app = _app()
+    app.builder = types.SimpleNamespace(format="html")
+    document = page(with_banner=True)
+    take_home.add_note(app, document, "page")
+    section = document[0]
+    banner = next(n for n in section.children if "tag_runinfo" in n.get("classes", []))
+    note = section[section.index(banner) + 1]
+    assert "remat-run-yourself" in note["classes"]
+    opening, text, command, closing = note.children
+    assert isinstance(opening, nodes.raw)
+    assert opening.astext() == f"<details><summary>{take_home.NOTE_TITLE}</summary>"
+    assert " open" not in opening.astext()
+    assert text.astext() == take_home.NOTE_TEXT.replace("`", "")
+    assert command.astext() == take_home.install_command(app)
+    assert closing.astext() == "</details>"
+    assert section[section.index(note) + 1].astext() == "First sentence."
+
+    bare = page(with_banner=False)
+    take_home.add_note(app, bare, "page")
+    assert not [n for n in bare.findall(nodes.container) if "remat-run-yourself" in n["classes"]]
 
 
 def test_the_wheel_placeholder_becomes_the_wheels_address(take_home):

@@ -10,11 +10,13 @@
   myst-nb is not installed. ``REMAT_GUIDE_WHEEL`` overrides the URL (``nox -s notebooks`` points
   it at the site's wheel file).
 - Each page that runs code shows the same install command under its banner, in a "Run this page
-  yourself" note (:func:`add_note`).
+  yourself" note folded to one line (:func:`add_note`), so that the page's first screen belongs
+  to its own text.
 """
 
 from __future__ import annotations
 
+import html
 import re
 import shutil
 import subprocess
@@ -215,8 +217,11 @@ def _paragraph(text: str) -> nodes.paragraph:
 def add_note(app: Sphinx, doctree: nodes.document, docname: str) -> None:
     """Put the "Run this page yourself" note right after the page's banner (``doctree-resolved``).
 
-    Only pages that run code have a banner (a cell tagged ``runinfo``); others get no note. It is
-    added when the page is written, so that the address is the current build's.
+    The note is folded: a ``<details>`` element whose one-line summary is :data:`NOTE_TITLE`, the
+    text and the install command inside, so that with the one-line banner it takes two short
+    lines above the page's first sentence (on a phone too). Only pages that run code have a
+    banner (a cell tagged ``runinfo``); others get no note. It is added when the page is written,
+    so that the address is the current build's.
     """
     if app.builder.format != "html":
         return
@@ -231,10 +236,13 @@ def add_note(app: Sphinx, doctree: nodes.document, docname: str) -> None:
     if banner is None:
         return
     command = install_command(app)
-    note = nodes.admonition("", classes=["note", "remat-run-yourself"])
-    note += nodes.title(NOTE_TITLE, NOTE_TITLE)
+    note = nodes.container("", classes=["remat-run-yourself"])
+    note += nodes.raw(
+        "", f"<details><summary>{html.escape(NOTE_TITLE)}</summary>", format="html"
+    )
     note += _paragraph(NOTE_TEXT)
     note += nodes.literal_block(command, command, language="bash")
+    note += nodes.raw("", "</details>", format="html")
     banner.parent.insert(banner.parent.index(banner) + 1, note)
 
 

@@ -63,7 +63,12 @@ def collect() -> RunInfo:
 
 
 class Banner:
-    """A one-line note for the top of a page; renders as HTML in a notebook, text elsewhere."""
+    """A one-line note for the top of a page; renders as HTML in a notebook, text elsewhere.
+
+    It stays one short line (the versions only), and the "Run this page yourself" note that
+    follows it on the site is folded (docs/_ext/take_home.py): on a phone the two take a few
+    lines, and the page's first sentence shows on its first screen.
+    """
 
     def __init__(self, info: RunInfo) -> None:
         self.info = info
@@ -72,11 +77,10 @@ class Banner:
         return f"Executed with {self.info.one_line()}"
 
     def _repr_html_(self) -> str:
+        # One short line, the versions only, so that the page's first screen belongs to its text.
         return (
             '<p class="remat-runinfo"><strong>Executed with</strong> '
-            f"{html.escape(self.info.one_line())}. Outputs on this page were produced by these "
-            "versions when the site was built; other releases may print other residuals or "
-            "figures.</p>"
+            f"{html.escape(self.info.one_line())}</p>"
         )
 
 
