@@ -407,18 +407,39 @@ def custom_rule_table(runs: list[CustomRuleRun]) -> Table:
 
 # --- each point on each release of the matrix, from the committed records ---------------------
 
-#: Each point of the guide, and what a release does (the answer when the measured test below is
-#: false, then when it is true). :func:`remat3_points` measures them; the release matrix records
-#: its answers as the fact ``remat3_points`` (examples/reference/release_facts.py).
+#: Each point of the guide, and what a release does: the answer when the measured test below is
+#: false, then when it is true. The three policy points are measured in three values, by
+#: :func:`compared`: "nothing", "the same values as without the flag", or "other values: ..."
+#: naming what it keeps under the flag (the first two are the tuple's answers). :func:`remat3_points`
+#: measures them; the release matrix records its answers as the fact ``remat3_points``
+#: (examples/reference/release_facts.py).
 POINTS = (
     ("when `jax.checkpoint` reads the flag", "when it wraps", "when the function is called"),
-    ("a plain-function policy", "becomes full remat", "is asked by the rules"),
-    ("`everything_saveable`", "keeps only named values", "keeps what it keeps without the flag"),
-    ("`save_from_both_policies`", "becomes full remat", "is honoured"),
+    ("a plain-function policy keeps", "nothing", "the same values as without the flag"),
+    ("`everything_saveable` keeps", "nothing", "the same values as without the flag"),
+    ("`save_from_both_policies` keeps", "nothing", "the same values as without the flag"),
     ("`prevent_cse=False`", "ignored (barrier kept)", "passed on (no barrier)"),
     ("`static_argnames`, argument passed by position", "still traced", "static"),
     ("arguments in residual listings", "by position (`args[0]`)", "by parameter name"),
 )
+
+#: The points of :data:`POINTS` that :func:`compared` answers, by their index.
+POLICY_POINTS = (1, 2, 3)
+
+
+def compared(without_flag: str, with_flag: str) -> str:
+    """What a policy keeps under the flag, against what it keeps without it (each a :func:`kept`
+    string): nothing, the same values, or other values, named."""
+    if with_flag == "nothing":
+        return "nothing"
+    if with_flag == without_flag:
+        return "the same values as without the flag"
+    return f"other values: {_code(with_flag)}"
+
+
+def policy_point(policy: Callable[..., Any]) -> str:
+    """:func:`compared` for what ``policy`` keeps of :func:`two_layers`, flag off and on."""
+    return compared(kept(residuals_of(policy, False)), kept(residuals_of(policy, True)))
 
 
 def remat3_points() -> list[str] | None:
@@ -428,17 +449,17 @@ def remat3_points() -> list[str] | None:
         return None
     cp = jax.checkpoint_policies
     both = cp.save_from_both_policies(cp.dots_saveable, cp.save_only_these_names("hidden"))
-    everything = cp.everything_saveable
-    measured = [
-        flag_read_at_call_time(),
-        kept(residuals_of(keep_everything, True)) != "nothing",
-        kept(residuals_of(everything, True)) == kept(residuals_of(everything, False)),
-        kept(residuals_of(both, True)) != "nothing",
-        barriers(False, True) == 0,
-        static_outcome(True) != "TracerBoolConversionError",
-        argument_names(True) != [f"args[{i}]" for i in range(len(argument_names(True)))],
+    yes_no = {
+        0: flag_read_at_call_time(),
+        4: barriers(False, True) == 0,
+        5: static_outcome(True) != "TracerBoolConversionError",
+        6: argument_names(True) != [f"args[{i}]" for i in range(len(argument_names(True)))],
+    }
+    policies = {1: keep_everything, 2: cp.everything_saveable, 3: both}
+    return [
+        policy_point(policies[i]) if i in policies else (yes if yes_no[i] else no)
+        for i, (_, no, yes) in enumerate(POINTS)
     ]
-    return [yes if m else no for m, (_, no, yes) in zip(measured, POINTS, strict=True)]
 
 
 def release_table(records: list[dict[str, Any]]) -> Table:
