@@ -2,19 +2,17 @@
 
 Every record names a public thread once, sits under a known topic, and links to an explicit MyST
 label that exists on the page it names, before a heading; the page's list is the module's
-rendering. On a built site, Sphinx's search finds the answering page for the words of a sample
-of the questions: the index's stemmed terms are looked up as ``searchtools.js`` does (a page
-matches when it holds every term, in its text or its titles).
+rendering. Each record's answering section (its MyST source, from the label to the next heading of the same
+or a higher level) holds the answer's key terms, so a link to the wrong section fails.
 """
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import re
 from pathlib import Path
 
 import pytest
-from builtsite import HTML
 
 from examples import questions
 from examples.questions import QUESTIONS, TOPICS
@@ -114,42 +112,52 @@ def test_the_questions_page_is_in_the_root_toctree():
     assert re.search(r"\nhowto/index\nquestions\n", index)
 
 
-# --- Sphinx's search, on the built site ----------------------------------------------------------
-
-#: A sample of the questions searched with their key terms (at least 12).
-SAMPLE = [q for q in QUESTIONS if q.terms]
+# --- Each link lands on the section that answers it ---------------------------------------------
 
 
-def _search_index() -> dict:
-    path = HTML / "searchindex.js"
-    if not path.is_file():
-        pytest.skip(f"no built site at {HTML}: build it first (`nox -s docs`)")
-    text = path.read_text(encoding="utf-8")
-    return json.loads(text[text.index("(") + 1 : text.rindex(")")])
+@pytest.mark.parametrize("q", QUESTIONS, ids=[q.slug for q in QUESTIONS])
+def test_the_answering_section_holds_the_answers_key_terms(q):
+    # The section, not the page: the MyST source from the label to the next heading of the same
+    # or a higher level. A link to a neighbouring section (a label above the wrong heading, say)
+    # fails here although the page holds every term.
+    assert len(q.terms) >= 2, f"{q.slug}: name at least two key terms of the answer"
+    missing = questions.missing_terms(DOCS, q)
+    assert missing == [], f"{q.link} lacks {missing}"
 
 
-def _docs_with(index: dict, word: str, stem) -> set[int]:
-    """The documents holding ``word`` as searchtools.js looks it up: the stemmed word in the text
-    terms or the title terms (a single document is stored as an int, several as a list)."""
-    docs: set[int] = set()
-    for table in ("terms", "titleterms"):
-        for key in {stem(word.lower()), word.lower()}:
-            hit = index[table].get(key, [])
-            docs |= {hit} if isinstance(hit, int) else set(hit)
-    return docs
+SECTIONED = """\
+(first)=
+## First
+
+text one
+```python
+# a comment, not a heading
+```
+
+### Sub
+
+sub text
+
+(second)=
+## Second
+
+text two
+"""
 
 
-def test_the_sample_is_large_enough():
-    assert len(SAMPLE) >= 12
+def test_section_runs_to_the_next_heading_of_its_level_and_skips_code_comments(tmp_path):
+    (tmp_path / "p.md").write_text(SECTIONED, encoding="utf-8")
+    first = questions.section(tmp_path, "p", "first")
+    assert first.startswith("## First")
+    assert "a comment, not a heading" in first
+    assert "sub text" in first
+    assert "text two" not in first
+    assert questions.section(tmp_path, "p", "second").splitlines() == ["## Second", "", "text two"]
+    with pytest.raises(LookupError):
+        questions.section(tmp_path, "p", "third")
 
 
-@pytest.mark.parametrize("q", SAMPLE, ids=[q.slug for q in SAMPLE])
-def test_search_finds_the_answering_page(q):
-    index = _search_index()
-    snowball = pytest.importorskip("snowballstemmer", reason="Sphinx's stemmer (docs group)")
-    stem = snowball.stemmer("porter").stemWord
-    docs = set(range(len(index["docnames"])))
-    for word in q.terms:
-        docs &= _docs_with(index, word, stem)
-    found = {index["docnames"][d] for d in docs}
-    assert q.page in found, f"searching {q.terms} finds {sorted(found)}, not {q.page}"
+def test_missing_terms_reads_the_section_not_the_page(tmp_path):
+    (tmp_path / "p.md").write_text(SECTIONED, encoding="utf-8")
+    q = dataclasses.replace(QUESTIONS[0], page="p", label="first", terms=("Text One", "two"))
+    assert questions.missing_terms(tmp_path, q) == ["two"]

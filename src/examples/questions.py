@@ -4,10 +4,11 @@ One :class:`Question` per public thread (an issue, a pull request or its review)
 ``data/questions.toml``: the question in the words a user would type, the answer the thread
 established (or, where ``checked`` names a test, the behaviour the installed JAX shows, asserted
 by that test), the section of the site that shows it (a page and an explicit MyST label,
-``(label)=`` before a heading) and the topic it is listed under on ``docs/questions.md``. The
-page's list is :func:`render`'s output, kept equal to it by ``tests/test_questions.py``
-(``python -m examples.questions`` rewrites it), so a label that disappears fails the site build
-and a record without its section fails the tests.
+``(label)=`` before a heading), the answer's key terms, which that section (not just its page)
+must hold, and the topic it is listed under on ``docs/questions.md``. The page's list is
+:func:`render`'s output, kept equal to it by ``tests/test_questions.py`` (``python -m
+examples.questions`` rewrites it), so a label that disappears fails the site build, and a record
+whose section lacks its key terms (:func:`section`) fails the tests.
 """
 
 from __future__ import annotations
@@ -53,7 +54,8 @@ class Question:
     #: where no test can: why the answer is not a behaviour of the installed JAX (another
     #: project's practice, a thread's state, a GPU's schedule); each question has one of the two
     unchecked: str | None = None
-    #: words whose stems Sphinx's search must find together on the answering page
+    #: the answer's key terms, each of which the answering section's MyST source holds
+    #: (case-insensitive; see :func:`section`)
     terms: tuple[str, ...] = ()
 
     @property
@@ -101,6 +103,48 @@ def labels(docs: Path) -> dict[str, set[str]]:
             if match and following.startswith("#"):
                 found.setdefault(page, set()).add(match.group(1))
     return found
+
+
+_FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
+_HEADING = re.compile(r"^(#{1,6})\s")
+
+
+def section(docs: Path, page: str, label: str) -> str:
+    """The MyST source of the section that ``(label)=`` opens on ``page``: its heading and every
+    line up to the next heading of the same or a higher level (lines in code fences, which may
+    start with ``#``, are not headings). Raises ``LookupError`` where the page has no such label.
+    """
+    lines = (docs / f"{page}.md").read_text(encoding="utf-8").splitlines()
+    starts = [i for i, line in enumerate(lines) if line.strip() == f"({label})="]
+    if not starts:
+        raise LookupError(f"no ({label})= on {page}")
+    heading = next((i for i in range(starts[0] + 1, len(lines)) if lines[i].strip()), None)
+    match = _HEADING.match(lines[heading]) if heading is not None else None
+    if match is None:
+        raise LookupError(f"({label})= on {page} is not followed by a heading")
+    level = len(match.group(1))
+    out = [lines[heading]]
+    fence: str | None = None
+    for line in lines[heading + 1 :]:
+        opening = _FENCE.match(line)
+        if fence is None and opening:
+            fence = opening.group(1)
+        elif fence is not None:
+            stripped = line.strip()
+            if stripped.startswith(fence) and not stripped.strip(fence[0]):
+                fence = None
+        else:
+            found = _HEADING.match(line)
+            if found and len(found.group(1)) <= level:
+                break
+        out.append(line)
+    return "\n".join(out)
+
+
+def missing_terms(docs: Path, q: Question) -> list[str]:
+    """The key terms of ``q`` that its answering section does not hold (case-insensitive)."""
+    text = section(docs, q.page, q.label).lower()
+    return [term for term in q.terms if term.lower() not in text]
 
 
 def by_topic() -> dict[str, list[Question]]:
