@@ -21,8 +21,11 @@ import hashlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+import time
 import venv
 from pathlib import Path
 
@@ -37,7 +40,13 @@ from examples.problems._check_names import CHECK_NAMES
 from examples.problems._checks import prepare, remat3_ignores_function_policies
 from examples.problems._kept import residual_difference, residual_listing
 from examples.problems._process import Tally
-from examples.problems._runner import exception_line, load_solution, run_checks
+from examples.problems._runner import (
+    exception_line,
+    load_solution,
+    policy_attribute,
+    run_checks,
+    what_it_did,
+)
 from examples.tools.jaxprs import (
     live_equations,
     remat3,
@@ -375,6 +384,98 @@ def test_hostile_solutions_fail_with_one_line_naming_what_they_did(tmp_path, nam
     assert reason in line, out
     assert lines[-1].endswith("checks passed."), out
     assert not lines[-1].startswith(f"{TOTAL} of"), out
+
+
+@pytest.mark.slow
+def test_events_forged_on_the_report_pipe_are_not_believed(tmp_path):
+    """The file writes a PASS event for every check and "done" to the report pipe, then ends
+    the process with status 0: its lines lack the run's token, so none counts."""
+    status, lines = run_cli_here(tmp_path, "forges_report.py")
+    out = "\n".join(lines)
+    assert status == 1, out
+    assert not any(text.startswith("PASS") for text in lines), out
+    assert "FAIL  load       your code ended the process that ran it" in out
+    (report,) = [text for text in lines if text.startswith("FAIL  report")]
+    assert "without this run's token" in report, out
+    assert lines[-1] == f"0 of {TOTAL + 1} checks passed.", out
+
+
+@pytest.mark.slow
+def test_a_late_exit_counts_in_the_summary(tmp_path):
+    status, lines = run_cli_here(tmp_path, "late_exit.py")
+    out = "\n".join(lines)
+    assert status == 1, out
+    (line,) = [text for text in lines if text.startswith("FAIL")]
+    assert line.startswith("FAIL  exit       the checks finished, but then the process "), out
+    assert lines[-1] == f"{TOTAL} of {TOTAL + 1} checks passed.", out
+
+
+@pytest.mark.slow
+def test_a_solution_that_removes_the_checkers_folder_gets_its_verdict(tmp_path, monkeypatch):
+    """The right solution removes the temporary folder its output goes to; the checker reads
+    the output through the handle it kept, and judges the solution, with no traceback."""
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # read TMPDIR again
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    status, lines = run_cli_here(mine, "removes_temp_folder.py")
+    assert status == 0, lines
+    assert lines[-1] == f"{TOTAL} of {TOTAL} checks passed."
+    assert list(scratch.iterdir()) == []
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` is a process that is not a zombie."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux's /proc")
+def test_processes_the_solution_starts_in_their_own_session_are_ended(
+    tmp_path, tmp_path_factory, monkeypatch
+):
+    """One ``sleep`` in a session of its own, one double-forked and orphaned: both outlive the
+    child's process group, and the checker ends both."""
+    pids_file = tmp_path_factory.mktemp("pids") / "pids"
+    monkeypatch.setenv("REMAT_CHECK_TEST_PIDS", str(pids_file))
+    status, lines = run_cli_here(tmp_path, "starts_a_session.py")
+    assert status == 0, lines
+    pids = [int(p) for p in pids_file.read_text().split()]
+    assert len(pids) == 2
+    deadline = time.monotonic() + 10
+    while any(map(_alive, pids)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [pid for pid in pids if _alive(pid)]
+    for pid in left:  # not to leave them running if the test fails
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"still running: {left}"
+
+
+def test_a_called_policys_hint_names_a_policy_this_jax_has():
+    """The TypeError names the policy's function; on jax 0.5.0 that is
+    dot_with_no_batch_dims_saveable, which jax.checkpoint_policies does not offer. The hint names
+    the attribute that holds the function, whatever it is called."""
+    policies = jax.checkpoint_policies
+    for attribute in ("dots_with_no_batch_dims_saveable", "checkpoint_dots", "dots_saveable"):
+        function = getattr(policies, attribute).__name__
+        err = TypeError(f"{function}() missing 1 required positional argument: 'prim'")
+        line = what_it_did(err, None, "during the runs check")
+        named = re.search(r"policy=jax\.checkpoint_policies\.(\w+)", line)[1]
+        assert getattr(policies, named) is getattr(policies, attribute), line
+        assert not named.startswith("checkpoint_"), line
+    err = TypeError(
+        "dot_with_no_batch_dims_saveable() missing 1 required positional argument: 'prim'"
+    )
+    if not hasattr(policies, "dot_with_no_batch_dims_saveable"):
+        # no attribute's function has that name on this release: the name is kept as it came
+        assert "dot_with_no_batch_dims_saveable" in what_it_did(err, None, "")
+    assert policy_attribute("no_such_policy") == "no_such_policy"
 
 
 def test_a_checker_that_cannot_start_says_so_and_blames_no_solution(tmp_path, monkeypatch):

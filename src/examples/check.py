@@ -152,9 +152,17 @@ def check_file(
             f"the checks finished, but then the process {ended_how(outcome.returncode or 0)} "
             "(an atexit handler of your code?)",
         )
+    if outcome.forged:
+        tally.fail_extra(
+            "report",
+            f"{outcome.forged} line(s) reached the checker's report channel without this run's "
+            "token, so they did not come from the checker and were ignored: does your code "
+            "write to file descriptors it did not open?",
+        )
     _show_output(outcome.output, out)
     out(tally.summary())
-    return 0 if tally.all_passed and finished and outcome.returncode == 0 else 1
+    ok = tally.all_passed and finished and outcome.returncode == 0 and not outcome.forged
+    return 0 if ok else 1
 
 
 # --- in this process, for a notebook -------------------------------------------------------------

@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import secrets
 import selectors
 import signal
 import subprocess
@@ -32,6 +33,8 @@ DEFAULT_MEMORY_MIB = 4096
 SETUP_LIMIT = 300.0
 #: How often the parent looks at the child's memory and clock.
 POLL_S = 0.02
+#: How often the parent looks for processes the child started.
+SCAN_S = 0.25
 
 Out = Callable[[str], None]
 
@@ -88,9 +91,19 @@ class Tally:
         if rest:
             self.out(skipped_line(rest, "the process that ran your code did not finish"))
 
+    def fail_extra(self, check: str, detail: str) -> None:
+        """A failure that is not one of the checks (how the run went), reported on its own line."""
+        self.results[check] = False
+        self.out(result_line(check, False, detail))
+
     @property
     def passed(self) -> int:
         return sum(self.results.values())
+
+    @property
+    def total(self) -> int:
+        """The expected checks, and any line the run's end added (``exit``, ``setup``)."""
+        return len(set(self.expected) | set(self.results))
 
     @property
     def all_passed(self) -> bool:
@@ -101,7 +114,7 @@ class Tally:
         )
 
     def summary(self) -> str:
-        return f"{self.passed} of {len(self.expected)} checks passed."
+        return f"{self.passed} of {self.total} checks passed."
 
 
 # --- the child process ----------------------------------------------------------------------------
@@ -133,8 +146,14 @@ def _rss_mib(pid: int) -> float | None:
     return None
 
 
-def _kill(proc: subprocess.Popen[bytes]) -> None:
-    """End the child and anything it started (it leads its own process group)."""
+def _kill(proc: subprocess.Popen[bytes], tracked: dict[int, str] | None = None) -> None:
+    """End the child and anything it started: its process group, and every descendant seen
+    (``tracked``, pid -> start time, so that a reused pid is left alone), which may have left the
+    group with ``setsid``."""
+    for pid, started in (tracked or {}).items():
+        if _start_time(pid) == started:
+            with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
+                os.kill(pid, signal.SIGKILL)
     with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
         if hasattr(os, "killpg"):
             os.killpg(proc.pid, signal.SIGKILL)
@@ -142,6 +161,115 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
             proc.kill()
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=10)
+
+
+# --- the child's descendants ---------------------------------------------------------------------
+#
+# A process the learner's code starts in a session of its own (``start_new_session=True``,
+# ``setsid``) leaves the child's process group, so ending the group does not end it. The parent
+# finds such processes two ways: it scans ``/proc`` for the child's descendants while the child
+# runs, and (Linux) it makes itself a "child subreaper" for the run, so that a descendant
+# orphaned when its parent ends is handed to the checker rather than to init, where the checker
+# finds it among its own children.
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """Fields 3 onwards of ``/proc/PID/stat`` (state, ppid, ...); None if it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            text = stat.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    return text[text.rfind(")") + 2 :].split()
+
+
+def _start_time(pid: int) -> str | None:
+    fields = _stat_fields(pid)
+    return fields[19] if fields and len(fields) > 19 else None
+
+
+def _parents() -> dict[int, int]:
+    """pid -> parent pid of every process in ``/proc`` (empty where there is no /proc)."""
+    found = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return found
+    for name in names:
+        if name.isdigit():
+            fields = _stat_fields(int(name))
+            if fields and len(fields) > 1:
+                found[int(name)] = int(fields[1])
+    return found
+
+
+def descendants(root: int) -> dict[int, str]:
+    """Every living descendant of ``root``: pid -> start time (``/proc``, Linux)."""
+    children: dict[int, list[int]] = {}
+    for pid, ppid in _parents().items():
+        children.setdefault(ppid, []).append(pid)
+    found: dict[int, str] = {}
+    todo = list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        started = _start_time(pid)
+        if pid in found or started is None:
+            continue
+        found[pid] = started
+        todo.extend(children.get(pid, []))
+    return found
+
+
+_PR_SET_CHILD_SUBREAPER = 36
+_PR_GET_CHILD_SUBREAPER = 37
+
+
+def _subreaper(on: bool | None) -> bool | None:
+    """Set (``on`` True or False) this process's child-subreaper flag, returning what it was; with
+    ``on=None`` only read it. None where ``prctl`` is not available (not Linux)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        was = ctypes.c_int(0)
+        if libc.prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(was), 0, 0, 0) != 0:
+            return None
+        if on is not None and libc.prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) != 0:
+            return None
+        return bool(was.value)
+    except (OSError, AttributeError):
+        return None
+
+
+def _end_orphans(mine_before: set[int], tracked: dict[int, str]) -> None:
+    """End what the run left: tracked descendants still alive, and processes handed to this one
+    as their subreaper (children of this process that were not its children before the run),
+    with their descendants; reap those that became its children."""
+    for _ in range(5):
+        me = os.getpid()
+        adopted = {
+            pid
+            for pid, ppid in _parents().items()
+            if ppid == me and pid not in mine_before and pid not in tracked
+        }
+        targets = {pid: s for pid, s in tracked.items() if _start_time(pid) == s}
+        for pid in adopted:
+            started = _start_time(pid)
+            if started is not None:
+                targets[pid] = started
+                targets.update(descendants(pid))
+        if not targets:
+            return
+        for pid, started in targets.items():
+            if _start_time(pid) == started:
+                with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
+                    os.kill(pid, signal.SIGKILL)
+        for pid in targets:
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, 0)
+        tracked = {}
 
 
 def ended_how(returncode: int) -> str:
@@ -163,6 +291,7 @@ class Outcome:
     output: str = ""  #: what the learner's code printed
     setup_output: str = ""  #: what the child printed before any learner code ran
     peak_rss_mib: float | None = None
+    forged: int = 0  #: lines on the report pipe that did not carry the run's token
 
 
 def run_child(
@@ -180,7 +309,14 @@ def run_child(
     watch on resident memory enforces ``memory_limit_mib`` (the tests use it).
     """
     outcome = Outcome()
-    with tempfile.TemporaryDirectory(prefix="remat-check-") as tmp:
+    # A per-run secret that the child reads from its stdin before any learner code runs and puts
+    # in every event: a line that lacks it did not come from the checker (a learner's file that
+    # writes to the report pipe), and is not believed.
+    token = secrets.token_hex(16)
+    mine_before = set(descendants(os.getpid()))
+    was_subreaper = _subreaper(True)
+    tracked: dict[int, str] = {}
+    with tempfile.TemporaryDirectory(prefix="remat-check-", ignore_cleanup_errors=True) as tmp:
         output_path = Path(tmp) / "output.txt"
         read_fd, write_fd = os.pipe()
         command = [
@@ -189,11 +325,12 @@ def run_child(
             *("--seed", str(seed), "--report-fd", str(write_fd)),
             *("--memory-limit", str(memory_limit_mib if kernel_limit else 0)),
         ]
-        with output_path.open("wb") as output:
+        # Read back through the same handle: the learner's code may remove the folder.
+        with output_path.open("w+b") as output:
             try:
                 proc = subprocess.Popen(
                     command,
-                    stdin=subprocess.DEVNULL,
+                    stdin=subprocess.PIPE,
                     stdout=output,
                     stderr=subprocess.STDOUT,
                     pass_fds=(write_fd,),
@@ -203,17 +340,35 @@ def run_child(
             finally:
                 os.close(write_fd)
             try:
-                offset = _watch(proc, read_fd, tally, outcome, timeout, memory_limit_mib)
+                _give_token(proc, token)
+                offset = _watch(
+                    proc, read_fd, tally, outcome, timeout, memory_limit_mib, token, tracked
+                )
             finally:
                 os.close(read_fd)
-                _kill(proc)  # whatever it left running
-        outcome.returncode = proc.returncode
-        data = output_path.read_bytes()
+                tracked.update(descendants(proc.pid))
+                _kill(proc, tracked)  # whatever it left running
+                _end_orphans(mine_before, tracked)
+                if was_subreaper is not None:
+                    _subreaper(was_subreaper)
+            outcome.returncode = proc.returncode
+            output.flush()
+            output.seek(0)
+            data = output.read()
         if not tally.ready:  # all of it is the checker's own output
             offset = len(data)
         outcome.setup_output = data[:offset].decode("utf-8", "replace")
         outcome.output = data[offset:].decode("utf-8", "replace")
     return outcome
+
+
+def _give_token(proc: subprocess.Popen[bytes], token: str) -> None:
+    assert proc.stdin is not None
+    with contextlib.suppress(BrokenPipeError, OSError):
+        proc.stdin.write(token.encode("ascii") + b"\n")
+        proc.stdin.flush()
+    with contextlib.suppress(BrokenPipeError, OSError):
+        proc.stdin.close()
 
 
 def _watch(
@@ -223,9 +378,15 @@ def _watch(
     outcome: Outcome,
     timeout: float,
     memory_limit_mib: int,
+    token: str | None = None,
+    tracked: dict[int, str] | None = None,
 ) -> int:
-    """Read the child's events until it ends or a limit is hit; return the output offset."""
+    """Read the child's events until it ends or a limit is hit; return the output offset.
+
+    Events without ``token`` are not believed: they are counted in ``outcome.forged``. The
+    child's descendants are recorded in ``tracked`` as they appear."""
     offset = 0
+    next_scan = 0.0
     buffer = b""
     deadline = time.monotonic() + SETUP_LIMIT
     selector = selectors.DefaultSelector()
@@ -244,6 +405,9 @@ def _watch(
                     event = _parse(line)
                     if event is None:
                         continue
+                    if token is not None and event.pop("token", None) != token:
+                        outcome.forged += 1
+                        continue
                     if event.get("event") == "ready":
                         offset = int(event.get("output_offset", 0))
                         deadline = time.monotonic() + timeout
@@ -254,16 +418,19 @@ def _watch(
                 if open_pipe and selector.select(0):
                     continue
                 return offset
+            if tracked is not None and time.monotonic() >= next_scan:
+                tracked.update(descendants(proc.pid))
+                next_scan = time.monotonic() + SCAN_S
             rss = _rss_mib(proc.pid)
             if rss is not None:
                 outcome.peak_rss_mib = max(outcome.peak_rss_mib or 0.0, rss)
             if memory_limit_mib > 0 and rss is not None and rss > memory_limit_mib:
                 outcome.stopped = "memory"
-                _kill(proc)
+                _kill(proc, tracked)
                 return offset
             if time.monotonic() > deadline:
                 outcome.stopped = "time"
-                _kill(proc)
+                _kill(proc, tracked)
                 return offset
     finally:
         selector.close()

@@ -142,6 +142,31 @@ _POSITIONAL = re.compile(
 _CALLED_POLICY = re.compile(r"(\w+)\(\) missing \d required positional arguments?: 'prim'")
 
 
+def policy_attribute(function_name: str) -> str:
+    """The name under which the installed ``jax.checkpoint_policies`` offers the policy whose
+    function is called ``function_name`` (on jax 0.5.0 the function behind
+    ``dots_with_no_batch_dims_saveable`` is called ``dot_with_no_batch_dims_saveable``, a name
+    the namespace lacks). The first of its names that is not a ``checkpoint_*`` alias."""
+    import jax
+
+    names = [
+        name
+        for name, value in vars(jax.checkpoint_policies).items()
+        if name == function_name or getattr(value, "__name__", None) == function_name
+    ]
+    if function_name in names:
+        return function_name
+    plain = [name for name in names if not name.startswith("checkpoint_")]
+    return (plain or names or [function_name])[0]
+
+
+def _raised_in(err: BaseException, prefix: str) -> bool:
+    """Whether a frame of ``err``'s traceback is a function whose name starts with ``prefix``."""
+    return any(
+        frame.name.startswith(prefix) for frame in traceback.extract_tb(err.__traceback__)
+    )
+
+
 def _uses_linen(solution: Solution | None) -> bool:
     """Whether the learner's module imported Flax linen (``import flax.linen as nn``)."""
     globals_ = getattr(solution and solution.fn, "__globals__", {})
@@ -153,11 +178,22 @@ def _hint(err: BaseException, text: str, solution: Solution | None) -> str:
     message, which the line keeps."""
     called = _CALLED_POLICY.search(text)
     if isinstance(err, TypeError) and called:
+        name = policy_attribute(called[1])
         return (
-            f"a checkpoint policy was called with no arguments: {called[1]} is itself the policy, "
+            f"a checkpoint policy was called with no arguments: {name} is itself the policy, "
             "which JAX calls once per operation; pass it without (), "
-            f"policy=jax.checkpoint_policies.{called[1]} (only the save_* factories, such as "
+            f"policy=jax.checkpoint_policies.{name} (only the save_* factories, such as "
             "save_only_these_names('name'), are called, to make a policy)"
+        )
+    if (
+        isinstance(err, TypeError)
+        and "unhashable type: 'list'" in text
+        and _raised_in(err, "save_")
+    ):
+        return (
+            "the save_* policy factories take each name as its own argument: "
+            "save_only_these_names('a', 'b'), not a list; unpack one you have, "
+            "save_only_these_names(*names)"
         )
     positional = _POSITIONAL.search(text)
     if isinstance(err, TypeError) and positional:
@@ -181,6 +217,12 @@ def _hint(err: BaseException, text: str, solution: Solution | None) -> str:
             "a function was passed where JAX expected an array: is a policy given by position? "
             "Pass it by keyword, policy=..."
         )
+    if type(err).__name__ in _TRACER_ERRORS and _TRACED_FOR_JIT.search(text):
+        return (
+            "Python control flow (if, bool(), int()) on a value that jax.jit traces: jit traces "
+            "every argument of the function it wraps unless static_argnums or static_argnames "
+            "names it; mark the Python number static, or jit only the part that takes arrays"
+        )
     if type(err).__name__ in _TRACER_ERRORS:
         hint = (
             "Python control flow (if, bool(), int()) on a value JAX traces: an argument of the "
@@ -194,6 +236,10 @@ def _hint(err: BaseException, text: str, solution: Solution | None) -> str:
         return hint
     return ""
 
+
+#: JAX's tracer errors name the transformation that traced the value: "... while tracing the
+#: function f at FILE:LINE for jit."
+_TRACED_FOR_JIT = re.compile(r"while tracing the function .* for p?jit\b")
 
 #: JAX's errors for a traced value used where Python needs a concrete one.
 _TRACER_ERRORS = frozenset(
@@ -379,6 +425,15 @@ def _limit_memory(mib: int) -> None:
     resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
 
 
+def _stdin_from_devnull() -> None:
+    """Give the learner's code an empty stdin, as ``stdin=DEVNULL`` would."""
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    try:
+        os.dup2(devnull, 0)
+    finally:
+        os.close(devnull)
+
+
 def child_main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="examples.problems._runner")
     parser.add_argument("--problem", required=True)
@@ -388,10 +443,14 @@ def child_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--report-fd", type=int, required=True)
     parser.add_argument("--memory-limit", type=int, default=0)
     args = parser.parse_args(argv)
+    # The parent's per-run token, on stdin, read before any learner code runs; every event
+    # carries it, so that lines the learner's code writes to the report pipe are told apart.
+    token = sys.stdin.readline().strip()
+    _stdin_from_devnull()
     channel = os.fdopen(args.report_fd, "w", buffering=1, encoding="utf-8")
 
     def report(event: dict[str, Any]) -> None:
-        channel.write(json.dumps(event) + "\n")
+        channel.write(json.dumps({**event, "token": token}) + "\n")
         channel.flush()
 
     from examples.problems import load_problem

@@ -1,7 +1,7 @@
 """The names given as one list: the policy cannot even be made (a list cannot go in a set).
 
 expect: fail runs
-says: unhashable type: 'list'
+says: take each name as its own argument: save_only_these_names('a', 'b'), not a list
 """
 
 import jax
