@@ -136,9 +136,10 @@ def _expected_under_the_flag(policy):
     if skips_rules:
         return _kept(policy, False)
     product = _keeps_under_the_flag(policy, lambda W, x: jnp.sum(jnp.sin(W @ x)), W, x)
-    name = _keeps_under_the_flag(
-        policy, lambda x: jnp.sum(jnp.sin(jax.ad_checkpoint.checkpoint_name(jnp.sin(x), "hidden"))), x
-    )
+    def named(x):
+        return jnp.sum(jnp.sin(jax.ad_checkpoint.checkpoint_name(jnp.sin(x), "hidden")))
+
+    name = _keeps_under_the_flag(policy, named, x)
     assert product in ("nothing", "dot_general") and name in ("nothing", "'hidden'")
     dot = ["dot_general"] * (product != "nothing")
     kept = [*dot, *["'hidden'"] * (name != "nothing"), *dot]
@@ -385,3 +386,46 @@ def test_excluding_a_name_under_the_flag_and_the_sentence():
     assert ("does drop an array" in text) is (excluded < everything)
     assert n.exclusion_sentence((5, 5)).endswith("no array dropped")
     assert "has no `jax_remat3` flag" in n.exclusion_sentence(None)
+
+
+def test_the_cotangent_flag_takes_the_cotangent_out_of_the_barrier():
+    # help(jax.checkpoint): under jax_remat3, cotangents are pinned unless
+    # jax_remat_barrier_no_cotangents is on. The backward pass's two inputs are x and the
+    # cotangent: both are pinned, then x alone.
+    if not hasattr(jax.config, n.NO_COTANGENTS):
+        assert n.barrier_operands(True) is None
+        pytest.skip(f"jax {jax.__version__} has no {n.NO_COTANGENTS} flag")
+    assert n.NO_COTANGENTS in " ".join(jax.checkpoint.__doc__.split())
+    assert jax.config.jax_remat_barrier_no_cotangents is False  # off by default
+    assert n.barrier_operands(False) == n.barrier_operands(True) == 2
+    assert n.barrier_operands(True, True) == 1
+    assert jax.config.jax_remat_barrier_no_cotangents is False  # put back
+
+
+def test_changes_table_is_the_measured_points():
+    table = n.changes_table()
+    rows = {row[0]: row[1:] for row in zip(*(table.column(c) for c in table.header), strict=True)}
+    cp = jax.checkpoint_policies
+    own = rows["`policy=` a function of your own"]
+    assert own == tuple(f"keeps {n._code(_kept(n.keep_everything, on))}" for on in (False, True))
+    dots = rows["`policy=dots_saveable`"]
+    assert dots[0] == dots[1] == f"keeps {n._code(_kept(cp.dots_saveable, False))}"
+    early = rows["`jax.checkpoint` applied before the flag is set"]
+    assert early[0] == "traces to `remat2`"
+    assert (early[1] == "traces to `remat2`") is not n.flag_read_at_call_time()
+    static = rows['`static_argnames="is_training"`, passed by position']
+    assert static[0] == "raises `TracerBoolConversionError`"
+    assert (static[1] == "works (argument static)") is (n.remat3_points()[5] == "static")
+
+
+def test_releases_answering_reads_the_records():
+    records = [
+        {"runinfo": {"jax": v}, "facts": {"remat3_points": points}}
+        for v, points in (("0.9", None), ("1.0", ["a"]), ("1.1", ["b"]), ("1.2", ["a"]))
+    ]
+    assert n.releases_answering(records, 0, lambda a: a == "a") == "1.0 and 1.2"
+    assert n.releases_answering(records, 0, lambda a: a == "b") == "1.1"
+    assert n.releases_answering(records, 0, lambda a: a == "c") == "none"
+    committed = releases.load_all()
+    first = n.releases_answering(committed, 0, lambda a: True).split(" and ")[0].split(", ")[0]
+    assert first == next(r["runinfo"]["jax"] for r in committed if r["facts"]["remat3"] is not None)

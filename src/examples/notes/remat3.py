@@ -121,6 +121,34 @@ def barriers(prevent_cse: bool, remat3_on: bool) -> int:
         return jax.jit(jax.grad(f)).lower(1.0).as_text().count("stablehlo.optimization_barrier")
 
 
+#: The upgrade flag that takes cotangents out of ``jax_remat3``'s barriers (jax 0.11.2 on).
+NO_COTANGENTS = "jax_remat_barrier_no_cotangents"
+
+
+def barrier_operands(remat3_on: bool, no_cotangents: bool = False) -> int | None:
+    """How many values the optimization barriers pin in the lowered backward pass of a
+    checkpointed ``sin(sin(x))`` (``prevent_cse=True``; ``x`` and the cotangent are its two
+    inputs), with ``jax_remat3`` and ``jax_remat_barrier_no_cotangents`` as given; ``None``
+    where the release lacks that flag."""
+    if not hasattr(jax.config, NO_COTANGENTS):
+        return None
+    before = bool(getattr(jax.config, NO_COTANGENTS))
+    try:
+        jax.config.update(NO_COTANGENTS, no_cotangents)
+        with remat3(remat3_on):
+            f = jax.checkpoint(lambda x: jnp.sin(jnp.sin(x)))
+            backward = jax.jit(lambda x, cotangent: jax.vjp(f, x)[1](cotangent)[0])
+            text = backward.lower(1.0, 2.0).as_text()
+    finally:
+        jax.config.update(NO_COTANGENTS, before)
+    count = 0
+    for line in text.splitlines():
+        if "stablehlo.optimization_barrier" in line:
+            operands = line.split("stablehlo.optimization_barrier", 1)[1].split(" : ", 1)[0]
+            count += len([o for o in operands.split(",") if o.strip()])
+    return count
+
+
 def implementation_by_wrap_time() -> Table:
     """Which primitive a checkpoint traces to, by where the flag stood at wrapping and at tracing.
 
@@ -242,6 +270,55 @@ def exclusion_sentence(sizes: tuple[int, int] | None, name: str = "hidden") -> s
             f"everything keeps {everything}: there, the exclusion does drop an array"
         )
     return f"excluding `{name}` keeps {excluded}, as much as allowing everything: no array dropped"
+
+
+# --- the page's answer: what changes for your code ---------------------------------------------
+
+
+def _outcome(result: str) -> str:
+    """A :func:`static_outcome` as a cell: the error's name, or that it works."""
+    return f"raises `{result}`" if result.isidentifier() else "works (argument static)"
+
+
+def changes_table() -> Table:
+    """The page's first table: what you write, and what it does with the flag off and on, each
+    cell measured on the installed JAX by the functions below."""
+    cp = jax.checkpoint_policies
+    both = cp.save_from_both_policies(cp.dots_saveable, cp.save_only_these_names("hidden"))
+    policies = [
+        ("`policy=dots_saveable`", cp.dots_saveable),
+        ('`policy=save_only_these_names("hidden")`', cp.save_only_these_names("hidden")),
+        ("`policy=` a function of your own", keep_everything),
+        ("`policy=save_from_both_policies(...)`", both),
+        ("`policy=everything_saveable`", cp.everything_saveable),
+    ]
+    rows = [
+        (what, *(f"keeps {_code(kept(residuals_of(p, on)))}" for on in (False, True)))
+        for what, p in policies
+    ]
+    W, x = two_layers_inputs()
+    with remat3(False):
+        early = jax.checkpoint(two_layers)
+    sites = []
+    for on in (False, True):
+        with remat3(on):
+            (site,) = traced_remat_sites(early, W, x)
+        sites.append(f"traces to `{site.primitive}`")
+    rows.append(("`jax.checkpoint` applied before the flag is set", *sites))
+    rows.append(
+        (
+            '`static_argnames="is_training"`, passed by position',
+            *(_outcome(static_outcome(on)) for on in (False, True)),
+        )
+    )
+    rows.append(
+        (
+            "a residual listing names the arguments",
+            *(", ".join(f"`{a}`" for a in argument_names(on)) for on in (False, True)),
+        )
+    )
+    header = ["what you write", "without the flag", "with `jax_remat3`"]
+    return Table(header, rows, align=["left"] * 3)
 
 
 # --- preparing code: names instead of a dots policy -------------------------------------------
@@ -410,9 +487,9 @@ def custom_rule_table(runs: list[CustomRuleRun]) -> Table:
 #: Each point of the guide, and what a release does: the answer when the measured test below is
 #: false, then when it is true. The three policy points are measured in three values, by
 #: :func:`compared`: "nothing", "the same values as without the flag", or "other values: ..."
-#: naming what it keeps under the flag (the first two are the tuple's answers). :func:`remat3_points`
-#: measures them; the release matrix records its answers as the fact ``remat3_points``
-#: (examples/reference/release_facts.py).
+#: naming what it keeps under the flag (the first two are the tuple's answers).
+#: :func:`remat3_points` measures them; the release matrix records its answers as the fact
+#: ``remat3_points`` (examples/reference/release_facts.py).
 POINTS = (
     ("when `jax.checkpoint` reads the flag", "when it wraps", "when the function is called"),
     ("a plain-function policy keeps", "nothing", "the same values as without the flag"),
@@ -468,3 +545,18 @@ def release_table(records: list[dict[str, Any]]) -> Table:
     answers = [r["facts"]["remat3_points"] or ["no flag"] * len(POINTS) for r in records]
     rows = [(point, *(a[i] for a in answers)) for i, (point, _, _) in enumerate(POINTS)]
     return Table(["point", *(r["runinfo"]["jax"] for r in records)], rows)
+
+
+def releases_answering(
+    records: list[dict[str, Any]], point: int, answer: Callable[[str], bool]
+) -> str:
+    """The releases whose recorded answer to ``POINTS[point]`` satisfies ``answer``, as
+    ``"0.10.2 and 0.11.2"`` (``"none"`` where no record does): the page's "Across releases"."""
+    found = [
+        r["runinfo"]["jax"]
+        for r in records
+        if r["facts"].get("remat3_points") and answer(r["facts"]["remat3_points"][point])
+    ]
+    if not found:
+        return "none"
+    return found[0] if len(found) == 1 else ", ".join(found[:-1]) + " and " + found[-1]
