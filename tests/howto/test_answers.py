@@ -149,12 +149,24 @@ def test_naming_a_value_inside_the_body_offloads_it():
     assert len(inside) == len(_listing([])) + 1
 
 
+def test_naming_the_bodys_input_offloads_the_carries():
+    # MaxText's decoder_layer_input: the name at the top of the checkpointed body reaches the
+    # stacked carries the scan keeps, which naming the output does not.
+    memories = getattr(jax.devices()[0], "addressable_memories", lambda: [])()
+    if "pinned_host" not in {m.kind for m in memories}:
+        pytest.skip(f"jax {jax.__version__}'s {jax.default_backend()} device has no host memory")
+    nothing, carry = _listing([]), _listing(["layer_input"])
+    assert (3, 2, 4) in [r.shape for r in nothing if not r.on_host]  # the carries, on the device
+    assert [r.shape for r in carry if r.on_host] == [(3, 2, 4)]
+    assert (3, 2, 4) not in [r.shape for r in carry if not r.on_host]
+
+
 def test_the_scanned_loss_matches_a_python_loop():
     ws, h = answers.scan_inputs()
     ref = np.asarray(h, np.float64)
     for w in np.asarray(ws, np.float64):
         ref = ref + np.sin(ref @ w) @ w
-    for names in ([], ["hidden"], ["residual"]):
+    for names in ([], ["hidden"], ["residual"], ["layer_input"]):
         np.testing.assert_allclose(answers.scan_offload_loss(names)(ws, h), ref.sum(), rtol=1e-5)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from examples.howto import offload as o
-from examples.howto.offload_findings import findings
+from examples.howto.offload_findings import copy_rates, findings
 from examples.tools.models import SIZES
 
 #: Device memory per policy of the made-up run: each offload keeps as little as recomputing
@@ -14,11 +14,15 @@ from examples.tools.models import SIZES
 TEMP = {"nothing_saveable": 100, **{off: 100 for off in o.ON_DEVICE}}
 TEMP |= {twin: 300 for twin in o.ON_DEVICE.values()}
 
+#: Bytes each offload copies to the host and back per step in the made-up run: 1 GB each way.
+MOVED = {off: (10**9, 10**9) for off in o.ON_DEVICE}
+
 
 def _fake_gpu_run():
     info = {"jax": "0", "jaxlib": "0", "device": "Test GPU", "backend": "gpu"}
     results = [
-        o.Result(policy, 0, 0, 0, 0, TEMP.get(policy, 200), 0, None, None) for policy in o.POLICIES
+        o.Result(policy, *MOVED.get(policy, (0, 0)), 0, 0, TEMP.get(policy, 200), 0, None, None)
+        for policy in o.POLICIES
     ]
     return o.Run(info, SIZES["tiny"], results)
 
@@ -42,6 +46,9 @@ def test_findings_order_steps_only_where_the_ranges_do_not_overlap():
     assert f"`{o.OFFLOAD_NAMES}`, against `{twin}`" in text
     assert "a step 2.00× slower (200 ms against 100 ms" in text
     assert "measure your own step" in text
+    # 2 GB moved in 100 ms more: 20 GB/s, the copies added to the step.
+    assert set(copy_rates(slow).values()) == {2e10}
+    assert "back takes at 20 GB/s" in text and "20 to 20 GB/s" in text
     assert text.count("this offload buys nothing") == len(o.ON_DEVICE)
     # Where recomputing everything needs more device memory than the offload, it is not said.
     bigger = [
@@ -76,3 +83,7 @@ def test_the_committed_h200_run_is_read_as_the_page_reads_it():
     # choose-policy says so: the offload of mlp_hidden buys nothing over recomputing everything.
     (names,) = [line for line in text.splitlines() if line.startswith(f"- `{o.OFFLOAD_NAMES}`")]
     assert "this offload buys nothing" in names
+    # Every offload's slowdown is its bytes at one host link's rate: the copies did not overlap.
+    rates = copy_rates(run)
+    assert set(rates) == set(o.ON_DEVICE)
+    assert all(40e9 < r < 70e9 for r in rates.values()), rates

@@ -172,10 +172,10 @@ def test_which_policies_gather_the_weights_again(eight, variant):
         assert steps[name]["gathers_forward"] == 4, name  # the four weights of a layer
         assert steps[name]["gathers_backward"] == 4, name
         assert steps[name]["gathered_bytes"] == 2 * cfg.layers * one_layer
-    if variant == "jit" and jax_version() < (0, 7):
-        # XLA's SPMD partitioner of jax 0.5 and 0.6 gathers the weights again in the backward pass
-        # of the jit step even where they are saved (no remat, or the policy that names them); the
-        # shard_map step, whose gathers are written out, keeps them on the same release.
+    if variant == "jit" and data["default_partitioner"] == "GSPMD":
+        # The GSPMD partitioner (the default before jax 0.7) gathers the weights again in the
+        # backward pass of the jit step even where they are saved (no remat, or the policy that
+        # names them); the shard_map step, whose gathers are written out, keeps them.
         for name in KEEP:
             assert steps[name]["gathers_backward"] == 4, name
             assert steps[name]["gathered_bytes"] >= 2 * cfg.layers * one_layer
@@ -191,6 +191,32 @@ def test_which_policies_gather_the_weights_again(eight, variant):
     slack = 1.07 if variant == "shard_map" and jax_version() < (0, 7) else 1.01
     assert cfg.layers * one_layer <= kept <= slack * cfg.layers * one_layer
     assert [r.weights for r in reports].count("gathered again") == len(REGATHER)
+
+
+@pytest.mark.slow
+def test_the_partitioner_decides_whether_kept_gathered_weights_stay_gathered(eight):
+    """Keeping the named gathered weights gathers once under Shardy; under GSPMD the jit step
+    stores the kept copy sharded and gathers it again (three gathers a layer, not two). shard_map
+    and Explicit axes state the layout themselves and keep it under either partitioner."""
+    data, _ = eight
+    assert data["default_partitioner"] == ("Shardy" if jax_version() >= (0, 7) else "GSPMD")
+    cfg = Config(**data["config"])
+    one_layer = sum(a[0].nbytes for a in init_params(cfg).values())
+    rows = {(r["variant"], r["policy"]): r for r in data["partitioners"]}
+    ways = {variant.split(", ")[0] for variant, _ in rows}
+    assert ways >= {"jit", "shard_map"}
+    for way in ways:
+        for partitioner in s.PARTITIONERS:
+            nothing = rows[(f"{way}, {partitioner}", "nothing_saveable")]
+            kept = rows[(f"{way}, {partitioner}", GW)]
+            assert (nothing["gathers_forward"], nothing["gathers_backward"]) == (4, 4)
+            assert nothing["gathered_bytes"] == 2 * cfg.layers * one_layer
+            if (way, partitioner) == ("jit", "GSPMD"):
+                assert kept["gathers_backward"] == 4, kept
+                assert kept["gathered_bytes"] > nothing["gathered_bytes"], kept
+            else:
+                assert (kept["gathers_forward"], kept["gathers_backward"]) == (4, 0), kept
+                assert kept["gathered_bytes"] == cfg.layers * one_layer, kept
 
 
 @pytest.mark.slow

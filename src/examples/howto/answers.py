@@ -10,7 +10,8 @@ questions listed on ``docs/questions.md`` (:mod:`examples.questions`), and the t
   ``optimize_remat`` (:func:`custom_vjp_calls`);
 - gradients with and without remat differ in the last bits (:func:`bitwise_differences`);
 - second derivatives through a checkpoint (:func:`second_derivatives`);
-- naming a scanned body's output does not offload the scan's carry (:func:`scan_offload_loss`);
+- naming a scanned body's output does not offload the scan's carry, naming its input at the top
+  does (:func:`scan_offload_loss`);
 - what a fresh interpreter sees of ``jax.ad_checkpoint`` (:func:`fresh_interpreter`).
 """
 
@@ -164,7 +165,9 @@ def second_derivatives(x: float = 2.0) -> tuple[float, float]:
 
 
 def scanned_body(h: jax.Array, w: jax.Array) -> tuple[jax.Array, None]:
-    """One layer of a scan: a named hidden value inside, a named output that becomes the carry."""
+    """One layer of a scan: its input named at the top (the carry it received), a named hidden
+    value inside, and a named output that becomes the next carry."""
+    h = checkpoint_name(h, "layer_input")
     hidden = checkpoint_name(jnp.sin(h @ w), "hidden")
     out = checkpoint_name(h + hidden @ w, "residual")
     return out, None

@@ -38,14 +38,32 @@ def findings(runs: Sequence[Run]) -> Markdown:
     (nothing_saveable). Empty where no accelerator run is committed."""
     shown = accelerator_runs(runs)
     parts = [_findings(run) for run in shown]
-    if shown and all(_offload_always_slower(run) for run in shown):
+    rates = [r for run in shown for r in copy_rates(run).values()]
+    if shown and rates and all(_offload_always_slower(run) for run in shown):
+        low, high = min(rates), max(rates)
         parts.append(
-            "Each run is one model on one device. The `medium` transformer's layers are short, so "
-            "the copies to the host and back have little computation to hide behind, which is the "
-            "likeliest reason offload costs time here. A model whose layers compute more per byte "
-            "kept may hide them: measure your own step before choosing offload over recomputation."
+            f"Each offload's extra step time is the bytes it copies to the host and back divided "
+            f"by {low / 1e9:.0f} to {high / 1e9:.0f} GB/s, about the rate of a PCIe host link. So the "
+            "step took its compute plus the copies: the copies did not overlap with compute at "
+            "all. Offload pays only where they do, and only where the bytes moved cost less link "
+            "time than their recomputation costs. Divide the bytes by your link's rate, then "
+            "measure your own step before choosing offload over recomputation."
         )
     return Markdown("\n\n".join(parts))
+
+
+def copy_rates(run: Run) -> dict[str, float]:
+    """For each offloading policy of ``run`` that steps slower than its on-device twin: the bytes
+    it copies to the host and back per step, divided by its extra step time (bytes per second).
+    A rate near the host link's means the copies were added to the step, not hidden behind it."""
+    rates = {}
+    for o, twin in _pairs(run):
+        if o.timing is None or twin.timing is None or o.timing.compare(twin.timing) != "slower":
+            continue
+        moved = o.to_host_bytes + o.to_device_bytes
+        if moved:
+            rates[o.policy] = moved / (o.timing.median_s - twin.timing.median_s)
+    return rates
 
 
 def _pairs(run: Run) -> list[tuple[Result, Result]]:
@@ -66,8 +84,15 @@ def _offload_always_slower(run: Run) -> bool:
 def _findings(run: Run) -> str:
     full = next((r for r in run.results if r.policy == "nothing_saveable"), None)
     lines = []
+    rates = copy_rates(run)
     for o, twin in _pairs(run):
         line = f"- `{o.policy}`, {_against(o, twin)}"
+        if o.policy in rates:
+            line += (
+                f"; the extra step time is what copying {format_bytes(o.to_host_bytes)} to the "
+                f"host and {format_bytes(o.to_device_bytes)} back takes at "
+                f"{rates[o.policy] / 1e9:.0f} GB/s"
+            )
         if full is not None:
             line += f"; {_against(o, full)}"
             if (

@@ -22,7 +22,7 @@ import functools
 import json
 import math
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -267,6 +267,66 @@ def measure(
     return [report(VARIANTS[variant](cfg, mesh, POLICIES[n]), params, x, variant, n) for n in names]
 
 
+#: XLA's two SPMD partitioners, by the value of ``jax_use_shardy_partitioner`` that selects them.
+PARTITIONERS = {"Shardy": True, "GSPMD": False}
+#: The policies compared under both partitioners: the gather recomputed, or kept by its name.
+KEEP_OR_REGATHER = ("nothing_saveable", f"save_only_these_names('{GATHERED}')")
+
+
+def default_partitioner() -> str:
+    """The partitioner this JAX uses unless told otherwise (Shardy from jax 0.7, GSPMD before)."""
+    return "Shardy" if jax.config.jax_use_shardy_partitioner else "GSPMD"
+
+
+@contextlib.contextmanager
+def partitioner(name: str) -> Iterator[None]:
+    """Compile under XLA's ``name`` partitioner (a key of :data:`PARTITIONERS`), then restore."""
+    before = jax.config.jax_use_shardy_partitioner
+    jax.config.update("jax_use_shardy_partitioner", PARTITIONERS[name])
+    try:
+        yield
+    finally:
+        jax.config.update("jax_use_shardy_partitioner", before)
+
+
+def by_partitioner(
+    mesh: Mesh, cfg: Config = CONFIG, policies: Sequence[str] = KEEP_OR_REGATHER
+) -> list[StepReport]:
+    """The compared policies under each partitioner, for each way of writing the gather: the jit
+    step's constraint, ``shard_map``'s ``all_gather``, and ``reshard`` on ``Explicit`` axes where
+    this JAX has them. Each report's ``variant`` reads ``"<way>, <partitioner>"``."""
+    from examples.howto import explicit_axes  # it imports this module
+
+    out: list[StepReport] = []
+    for name in PARTITIONERS:
+        with partitioner(name):
+            for variant in VARIANTS:
+                for r in measure(mesh, cfg, variant, policies):
+                    out.append(dataclasses.replace(r, variant=f"{variant}, {name}"))
+            if explicit_axes.has_explicit_axes():
+                for r in explicit_axes.measure(cfg, policies):
+                    out.append(dataclasses.replace(r, variant=f"Explicit axes, {name}"))
+    return out
+
+
+def partitioner_table(reports: Sequence[StepReport]) -> Table:
+    rows = [
+        (
+            r.variant.split(", ")[0].replace("jit", "jit + constraint"),
+            r.variant.split(", ")[1],
+            f"`{r.policy}`",
+            format_bytes(r.temp_bytes),
+            f"{r.gathers_forward} / {r.gathers_backward}",
+            format_bytes(r.gathered_bytes),
+            r.weights,
+        )
+        for r in reports
+    ]
+    header = ("gather written as", "partitioner", "policy", "temp memory per device",
+              "all-gathers fwd / bwd", "gathered per step", "gathered weights")
+    return Table(header, rows, align=["left", "left", "left", "right", "right", "right", "left"])
+
+
 def measure_activation(
     mesh: Mesh, specs: dict[str, P | None], cfg: Config = CONFIG, policy: str = "nothing_saveable"
 ) -> list[StepReport]:
@@ -411,6 +471,8 @@ def write_check(out: Path, cfg: Config = CONFIG, check: Config = CHECK_CONFIG) -
         "steps": [r.as_dict() for v in VARIANTS for r in measure(mesh, cfg, v)],
         "activation": [r.as_dict() for r in measure_activation(mesh, ACTIVATION_SPECS, cfg)],
         "single_device": {k: s.as_dict() for k, s in single_device_stats(cfg).items()},
+        "default_partitioner": default_partitioner(),
+        "partitioners": [r.as_dict() for r in by_partitioner(mesh, cfg)],
     }
     (out / "report.json").write_text(json.dumps(data, indent=1), encoding="utf-8")
 
