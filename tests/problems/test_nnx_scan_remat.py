@@ -63,13 +63,41 @@ def _nnx_step(x, block):
 
 
 def test_nnx_blocks_are_stacked_by_vmap():
-    blocks = p5.make_blocks(seed=0, features=8, layers=4)
-    assert blocks.linear1.kernel.shape == (4, 8, 32)
-    assert blocks.linear2.kernel.shape == (4, 32, 8)
+    blocks = p5.make_gated_blocks(seed=0, features=8, layers=4)
+    assert blocks.gate.kernel.shape == (4, 8, 16)
+    assert blocks.up.kernel.shape == (4, 8, 16)
+    assert blocks.down.kernel.shape == (4, 16, 8)
+    assert not np.allclose(blocks.gate.kernel[0], blocks.gate.kernel[1])
 
 
-def test_nnx_listing_keeps_gelu_values_without_remat_and_product_and_carry_with():
-    graphdef, state = nnx.split(p5.make_blocks(seed=0, features=4, layers=3))
+def test_the_worked_examples_block_is_not_the_problems():
+    """The page's example must not hold the folded solution: another module, other layers."""
+    example = p5.GatedBlock(4, rngs=nnx.Rngs(0))
+    problem = p5.Block(4, rngs=nnx.Rngs(0))
+    assert type(example) is not type(problem)
+    x = p5.page_input(batch=2, features=4)
+    assert not np.allclose(example(x), problem(x))
+
+
+def test_gated_block_matches_numpy():
+    block = p5.GatedBlock(4, rngs=nnx.Rngs(1))
+    x = p5.page_input(batch=3, features=4)
+    w = {
+        name: (
+            np.asarray(getattr(block, name).kernel[...], np.float64),
+            np.asarray(getattr(block, name).bias[...], np.float64),
+        )
+        for name in ("gate", "up", "down")
+    }
+    h = np.asarray(x, np.float64)
+    z = h @ w["gate"][0] + w["gate"][1]
+    gelu = 0.5 * z * (1 + np.tanh(np.sqrt(2 / np.pi) * (z + 0.044715 * z**3)))
+    expected = h + (gelu * (h @ w["up"][0] + w["up"][1])) @ w["down"][0] + w["down"][1]
+    _close(block(x), expected)
+
+
+def test_nnx_listing_keeps_gelu_values_without_remat_and_products_and_carry_with():
+    graphdef, state = nnx.split(p5.make_gated_blocks(seed=0, features=4, layers=3))
     x = p5.page_input(batch=2, features=4)
 
     def stacked(apply):
@@ -77,23 +105,24 @@ def test_nnx_listing_keeps_gelu_values_without_remat_and_product_and_carry_with(
         return sorted(r.type_str for r in listing if r.primitive == "scan")
 
     plain = stacked(_over_blocks(_nnx_step))
-    assert plain.count("f32[3,2,16]") > 2
-    assert stacked(_over_blocks(nnx.remat(_nnx_step, policy=DOTS))) == ["f32[3,2,16]", "f32[3,2,4]"]
+    assert plain.count("f32[3,2,8]") > 2
+    with_policy = stacked(_over_blocks(nnx.remat(_nnx_step, policy=DOTS)))
+    assert with_policy == ["f32[3,2,4]", "f32[3,2,8]", "f32[3,2,8]"]
 
-    # Under remat the GELU's input (product + bias) is recomputed, so linear1's bias is read on
-    # the backward pass; without remat it is not (the page says so).
+    # Under remat the GELU's input and the up branch (product + bias) are recomputed, so the
+    # biases of gate and up are read on the backward pass; without remat none is (the page).
     def arguments(apply):
         listing = saved_residuals(p5.loss_of(graphdef, apply), state, x)
         return {r.detail for r in listing if r.kind == "argument"}
 
     bias = [a for a in arguments(_over_blocks(nnx.remat(_nnx_step, policy=DOTS))) if "bias" in a]
-    assert len(bias) == 1
-    assert "linear1" in bias[0]
+    assert len(bias) == 2
+    assert {"gate", "up"} == {name for name in ("gate", "up", "down") for a in bias if name in a}
     assert not any("bias" in a for a in arguments(_over_blocks(_nnx_step)))
 
 
 def test_nnx_remat_on_the_step_pays_and_around_the_scan_does_not():
-    graphdef, state = nnx.split(p5.make_blocks(seed=0, features=32, layers=4))
+    graphdef, state = nnx.split(p5.make_gated_blocks(seed=0, features=32, layers=4))
     x = p5.page_input(batch=64, features=32)
     costs = p5.gradient_costs(
         graphdef,
@@ -108,7 +137,7 @@ def test_nnx_remat_on_the_step_pays_and_around_the_scan_does_not():
         },
     )
     none = costs["none"]
-    assert costs["step dots"].temp_bytes < 0.5 * none.temp_bytes  # most of the memory back
+    assert costs["step dots"].temp_bytes < 0.6 * none.temp_bytes  # much of the memory back
     assert costs["step dots"].flops < 1.05 * none.flops  # next to no recomputation
     assert costs["step nothing"].temp_bytes < costs["step dots"].temp_bytes  # further...
     assert costs["step nothing"].flops > 1.05 * costs["step dots"].flops  # ...at a price
@@ -118,16 +147,16 @@ def test_nnx_remat_on_the_step_pays_and_around_the_scan_does_not():
     assert costs["around dots"].temp_bytes > none.temp_bytes  # the page: worse than no remat
 
 
-def test_nnx_policy_around_the_scan_keeps_every_layers_first_product():
+def test_nnx_policy_around_the_scan_keeps_every_layers_first_products():
     """The page: with the policy around the scan, the forward pass keeps every layer's input and
-    first product, stacked over the layers (layers x N x F and layers x N x 4F: the policy applies
-    inside the scan), and no other computed value; with nothing saveable, none of them."""
-    graphdef, state = nnx.split(p5.make_blocks(seed=0, features=4, layers=3))
+    two first products, stacked over the layers (layers x N x F and twice layers x N x 2F: the
+    policy applies inside the scan), and no other computed value; with nothing saveable, none."""
+    graphdef, state = nnx.split(p5.make_gated_blocks(seed=0, features=4, layers=3))
     x = p5.page_input(batch=2, features=4)
     around = nnx.remat(_over_blocks(_nnx_step), policy=DOTS)
     kept = saved_residuals(p5.loss_of(graphdef, around), state, x).excluding_arguments()
     computed = sorted(r.type_str for r in kept if r.shape != x.shape)  # the loss keeps x's shape
-    assert computed == ["f32[3,2,16]", "f32[3,2,4]"]
+    assert computed == ["f32[3,2,4]", "f32[3,2,8]", "f32[3,2,8]"]
     nothing = nnx.remat(_over_blocks(_nnx_step), policy=NOTHING)
     kept = saved_residuals(p5.loss_of(graphdef, nothing), state, x).excluding_arguments()
     assert [r for r in kept if r.shape != x.shape] == []
@@ -136,7 +165,7 @@ def test_nnx_policy_around_the_scan_keeps_every_layers_first_product():
 @pytest.mark.parametrize("prevent_cse", [True, False])
 def test_nnx_remat_takes_prevent_cse_as_jax_checkpoint_does(prevent_cse):
     """The page: nnx.remat passes prevent_cse on; in a scan, False keeps the same values."""
-    graphdef, state = nnx.split(p5.make_blocks(seed=0, features=4, layers=3))
+    graphdef, state = nnx.split(p5.make_gated_blocks(seed=0, features=4, layers=3))
     x = p5.page_input(batch=2, features=4)
     step = nnx.remat(_nnx_step, policy=DOTS, prevent_cse=prevent_cse)
     # the flag is a parameter of remat2's equation (the default where there is no jax_remat3)
@@ -155,9 +184,9 @@ def test_blocks_from_split_rngs_have_the_shapes_but_not_the_parameters():
     @nnx.split_rngs(splits=4)
     @nnx.vmap(in_axes=(0,), out_axes=0)
     def blocks_from_rngs(rngs):
-        return p5.Block(8, rngs=rngs)
+        return p5.GatedBlock(8, rngs=rngs)
 
     other = blocks_from_rngs(nnx.Rngs(0))
-    ours = p5.make_blocks(seed=0, features=8, layers=4)
-    assert other.linear1.kernel.shape == ours.linear1.kernel.shape
-    assert np.max(np.abs(other.linear1.kernel[...] - ours.linear1.kernel[...])) > 0.01
+    ours = p5.make_gated_blocks(seed=0, features=8, layers=4)
+    assert other.gate.kernel.shape == ours.gate.kernel.shape
+    assert np.max(np.abs(other.gate.kernel[...] - ours.gate.kernel[...])) > 0.01

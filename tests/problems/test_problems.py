@@ -413,7 +413,8 @@ def test_placement_in_a_scan(under_remat3):
     assert no_scan.placed == ()
     assert "no scan" in no_scan.no_policy_reason
     assert not outside.ok
-    assert "sit outside the scan" in outside.detail
+    assert "the checkpoint (" in outside.detail
+    assert ") sits outside the scan; checkpoint the function the scan applies" in outside.detail
     assert not nothing.ok
     assert "no checkpoint in the traced function" in nothing.detail
 

@@ -168,8 +168,12 @@ def place(problem: Problem, jaxpr: Any) -> Placement:
             )
         elif not candidates:
             problems.append(
-                f"the {_count(len(sites), 'checkpoint')} ({sites[0].primitive}) sit outside the "
-                "scan; checkpoint the function the scan applies to each layer"
+                (
+                    f"the checkpoint ({sites[0].primitive}) sits outside the scan"
+                    if len(sites) == 1
+                    else f"the {len(sites)} checkpoints ({sites[0].primitive}) sit outside the scan"
+                )
+                + "; checkpoint the function the scan applies to each layer"
             )
     placed = [s for s in candidates if s.products >= problem.products_inside]
     if candidates and not placed:

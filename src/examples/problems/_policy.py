@@ -32,6 +32,17 @@ def policy_name(policy: Any) -> str:
     return describe_policy(policy)
 
 
+def _other_names(policy: Any) -> str:
+    """``" (also called checkpoint_dots: the same object)"`` where ``jax.checkpoint_policies``
+    holds ``policy`` under more than one name; else ``""``."""
+    names = [n for n, v in vars(jax.checkpoint_policies).items() if v is policy]
+    shown = policy_name(policy)
+    others = [n for n in names if n != shown]
+    if not others or len(names) < 2:
+        return ""
+    return f" (also called {', '.join(others)}: the same object)"
+
+
 def _is_plain_function(policy: Any) -> bool:
     """A policy written as a Python function (not one of JAX's own policy objects)."""
     return isinstance(policy, types.FunctionType) and not same_policy(
@@ -129,7 +140,7 @@ def compare_policy(
             f"{policy_name(found)}: another object, but it keeps exactly what {wanted} keeps on "
             + probe
         )
-    detail = f"found {policy_name(found)}; the problem asks for {wanted}"
+    detail = f"found {policy_name(found)}{_other_names(found)}; the problem asks for {wanted}"
     if remat3_enabled() and _is_plain_function(found) and remat3_ignores_function_policies():
         detail += (
             " (under jax_remat3, JAX does not call a policy written as a function: it recomputes "

@@ -147,6 +147,32 @@ PROBLEM = Problem(
 )
 
 
+# -- for the page: the worked example's block, another than the problem's -------------------------
+
+
+class GatedBlock(nnx.Module):
+    """A gated MLP with a residual connection, ``x + down(gelu(gate(x)) * up(x))``, its hidden
+    layer twice as wide as ``x`` (the shape of the MLP in Gemma's and Llama's blocks)."""
+
+    def __init__(self, features: int, *, rngs: nnx.Rngs) -> None:
+        self.gate = nnx.Linear(features, 2 * features, rngs=rngs)
+        self.up = nnx.Linear(features, 2 * features, rngs=rngs)
+        self.down = nnx.Linear(2 * features, features, rngs=rngs)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return x + self.down(jax.nn.gelu(self.gate(x)) * self.up(x))
+
+
+def make_gated_blocks(seed: int, features: int, layers: int) -> GatedBlock:
+    """``layers`` gated blocks, their parameters stacked on a leading axis by ``nnx.vmap``."""
+
+    @nnx.vmap(in_axes=0, out_axes=0)
+    def create(key: jax.Array) -> GatedBlock:
+        return GatedBlock(features, rngs=nnx.Rngs(key))
+
+    return create(jax.random.split(jax.random.key(seed), layers))
+
+
 # -- for the page ----------------------------------------------------------------------------------
 
 

@@ -1,0 +1,18 @@
+"""A plain jax.checkpoint inside the one with the policy. JAX applies the outer one's policy, so
+both products are kept, as the reference keeps them; the problem counts the outer checkpoint as
+"the one jax.checkpoint", and the remat line notes the extra level.
+
+expect: pass
+says: a checkpoint is nested inside another, one level is enough
+"""
+
+import jax
+import jax.numpy as jnp
+
+
+def checkpoint_dot_policy(w1, w2, x):
+    def pipeline(w1, w2, x):
+        return jnp.sum((jax.nn.relu(x @ w1) @ w2) ** 2)
+
+    policy = jax.checkpoint_policies.dots_with_no_batch_dims_saveable
+    return jax.checkpoint(jax.checkpoint(pipeline), policy=policy)(w1, w2, x)
