@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import warnings
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -190,16 +189,54 @@ def test_concrete_error_reports_what_the_page_glues():
         assert re.search(message, got)
 
 
-def test_installed_flax_no_longer_passes_concrete_to_jax():
-    lift = pytest.importorskip("flax.core.lift")
-    source = Path(lift.__file__).read_text(encoding="utf-8")
-    if "Starting in JAX v0.8.2, the concrete argument is" not in source:
-        # Flax before 0.12.1 or so (paired with jax 0.5 to 0.7 in the matrix) predates the
-        # deprecation and still passes concrete= on, which only JAX before 0.10 accepts.
-        assert "concrete=concrete" in source
-        assert JAX_RELEASE < (0, 10)
-        pytest.skip("this Flax predates JAX 0.8.2's deprecation of concrete and still passes it")
-    assert "concrete=concrete" not in source
+def _linen_remat_outcome(**options):
+    """``nn.remat`` of a one-layer module, initialised and differentiated: ``"works"`` or the
+    error's type name."""
+    import flax.linen as nn
+
+    class Layer(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            return jnp.sin(nn.Dense(3)(x))
+
+    model = nn.remat(Layer, **options)()
+    x = jnp.ones((2, 3))
+    try:
+        params = model.init(jax.random.key(0), x)
+        jax.grad(lambda p: jnp.sum(model.apply(p, x)))(params)
+    except Exception as error:
+        return type(error).__name__
+    return "works"
+
+
+def test_flax_before_0_12_2_passes_concrete_on_and_the_page_says_what_this_pair_does():
+    pytest.importorskip("flax.core.lift")
+    from importlib import metadata
+
+    version = tuple(int(p) for p in metadata.version("flax").split(".")[:3])
+    passes = m.flax_passes_concrete()
+    assert passes is (version < (0, 12, 2))  # google/flax commit ec85cdd, first in v0.12.2
+    jax_refuses = m.concrete_error(jax.remat) != "accepted"  # jax 0.10 on refuses concrete=False
+    assert jax_refuses is (JAX_RELEASE >= (0, 10))
+    outcome = _linen_remat_outcome()
+    if passes and jax_refuses:
+        assert outcome in ("NotImplementedError", "TypeError")
+    else:
+        assert outcome == "works"
+    if not passes:  # Flax takes concrete=False itself and refuses concrete=True
+        assert _linen_remat_outcome(concrete=False) == "works"
+        assert _linen_remat_outcome(concrete=True) == "NotImplementedError"
+    sentence = m.flax_concrete_sentence()
+    assert sentence.startswith("still passes") is passes
+    assert ("refuses" in sentence) is (passes and jax_refuses)
+
+
+def test_epsilon_is_the_gap_above_one():
+    for dtype, bits in (("float32", 23), ("bfloat16", 7)):
+        assert m.epsilon(dtype) == 2.0**-bits
+        one = jnp.asarray(1.0, dtype)
+        assert float(one + jnp.asarray(m.epsilon(dtype), dtype)) > 1.0
+        assert float(one + jnp.asarray(m.epsilon(dtype) / 2, dtype)) == 1.0
 
 
 def test_python_if_on_a_traced_flag_fails():

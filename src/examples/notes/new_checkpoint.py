@@ -350,6 +350,48 @@ def concrete_error(wrapper: Callable[..., Any] = jax.checkpoint) -> str:
     return "accepted"
 
 
+def flax_version() -> str:
+    """The installed Flax's version, or ``"not installed"``."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("flax")
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def flax_passes_concrete() -> bool | None:
+    """Whether the installed Flax's lifted ``checkpoint`` (under ``nn.remat`` and
+    ``nn.checkpoint``) passes ``concrete=`` on to ``jax.remat``, read from its source (Flax
+    before 0.12.2 does); ``None`` without Flax."""
+    import inspect
+
+    try:
+        from flax.core import lift
+    except ImportError:
+        return None
+    return "concrete=concrete" in inspect.getsource(lift.checkpoint)
+
+
+def flax_concrete_sentence() -> str:
+    """The page's clause on :func:`flax_passes_concrete` with this JAX."""
+    passes = flax_passes_concrete()
+    if passes is None:
+        return "is not installed"
+    if not passes:
+        return "does not pass `concrete` on"
+    outcome = concrete_error(jax.remat)
+    if outcome == "accepted":
+        return "still passes `concrete` on, which this JAX accepts"
+    return f"still passes `concrete` on, which this JAX refuses: {outcome}"
+
+
+def epsilon(dtype: Any) -> float:
+    """The dtype's machine epsilon (the gap between 1 and the next number)."""
+    finfo: Any = jnp.finfo  # untyped in JAX
+    return float(finfo(dtype).eps)
+
+
 def prevent_cse_declarations() -> tuple[str, str]:
     """How ``jax.checkpoint`` and ``jax.remat`` annotate ``prevent_cse`` on the installed JAX."""
     return parameters(jax.checkpoint)["prevent_cse"], parameters(jax.remat)["prevent_cse"]
