@@ -23,6 +23,7 @@ _RIGHT: list[Align] = ["right"]
 # The pages that teach the facts, as links from docs/reference/releases.md. An anchor is the
 # heading's slug (MyST's myst_heading_anchors); the build (-W) fails on one that does not exist.
 _TUTORIAL = ("tutorial", "../tutorial/gradient-checkpointing.md")
+_HOW = ("tutorial: how remat works", "../tutorial/how-remat-works.md")
 _NOTES = ("migration notes", "../notes/new-checkpoint-implementation.md")
 _POLICIES = ("policy reference", "policies.md")
 _WRONG = ("how-to: when remat goes wrong", "../howto/when-remat-goes-wrong.md")
@@ -57,7 +58,7 @@ FACTS: tuple[Fact, ...] = (
         "dots_residuals",
         "residuals of the tutorial's `f` under `dots_with_no_batch_dims_saveable`",
         (
-            _at(_TUTORIAL, "keep-the-matrix-products-a-policy"),
+            _at(_TUTORIAL, "policies-and-names"),
             _at(
                 _POLICIES,
                 "dots_with_no_batch_dims_saveable-alias-checkpoint_dots_with_no_batch_dims",
@@ -77,7 +78,7 @@ FACTS: tuple[Fact, ...] = (
     Fact(
         "ad_checkpoint_names",
         "names in `jax.ad_checkpoint`",
-        (_at(_TUTORIAL, "keep-values-by-name"),),
+        (_at(_TUTORIAL, "policies-and-names"),),
     ),
     Fact(
         "remat_is_checkpoint",
@@ -86,7 +87,7 @@ FACTS: tuple[Fact, ...] = (
     ),
     Fact(
         "checkpoint_keywords",
-        "keyword arguments `inspect.signature(jax.checkpoint)` shows (before 0.8 it shows the "
+        "keyword arguments `inspect.signature(jax.checkpoint)` shows (before 0.8.2 it shows the "
         "wrapped inner function's, which lack `concrete`; the outer one took it)",
         (_at(_NOTES, "checklist-for-upgrading-old-remat-code"),),
     ),
@@ -151,7 +152,7 @@ FACTS: tuple[Fact, ...] = (
         "straight_line",
         "straight-line stack of 8 layers, one checkpoint each, under `jit`: products lowered → "
         "compiled (without checkpoints), compiled temporary memory against no checkpoints",
-        (_at(_TUTORIAL, "straight-line-code-under-jit-what-survives-compilation"),),
+        (_at(_HOW, "straight-line-code-under-jit-what-survives-compilation"),),
     ),
     Fact(
         "remat3_points",
@@ -227,6 +228,17 @@ def _difference(
     key: str, before: Any, after: Any, words: tuple[str, str] = ("added", "removed")
 ) -> str:
     """What changed from ``before`` to ``after``: for names, those in each only, after ``words``."""
+    if key == "remat3_points" and before is not None and after is not None:
+        # Only the points whose answer changed: the seven answers side by side read as if all
+        # had changed.
+        from examples.notes.remat3 import POINTS
+
+        changed = [
+            f"{point}: {old} → {new}"
+            for (point, _, _), old, new in zip(POINTS, before, after, strict=True)
+            if old != new
+        ]
+        return "; ".join(changed) or "the same answers"
     if _names(key, before, after):
         added = [f"`{n}`" for n in after if n not in before]
         removed = [f"`{n}`" for n in before if n not in after]
