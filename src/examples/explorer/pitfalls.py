@@ -1,7 +1,8 @@
 """Remat mistakes seen in real projects, each measured rather than told.
 
-Backs ``docs/explorer/pitfalls.md``; tested in ``tests/explorer/test_pitfalls.py``. The network is
-the tanh MLP of :mod:`examples.tools.models` (``tanh_layer``, ``stacked_tanh``, ``scan_loss``).
+Backs ``docs/explorer/pitfalls.md``, in its order; tested in ``tests/explorer/test_pitfalls.py``.
+The network is the tanh MLP of :mod:`examples.tools.models` (``tanh_layer``, ``stacked_tanh``,
+``scan_loss``); the mixture-of-experts layer is one einsum over stacked expert weights.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+from jax.ad_checkpoint import checkpoint_name
 
 from examples.reference.release_table import releases_with
 from examples.tools.display import Table, format_bytes, format_ratio
@@ -75,6 +77,72 @@ def vmap_table(policies: Sequence[str] = VMAP_POLICIES) -> Table:
         )
     header = ["policy", "one stage", "vmapped, shared weights", "vmapped, per-stage weights"]
     return Table(header, rows)
+
+
+# --- 1b. expert weights in one einsum -----------------------------------------------------------
+
+#: The einsum of the expert layer: experts e, tokens t, model width d, hidden width f.
+EXPERTS_EINSUM = "etd,edf->etf"
+
+
+def expert_inputs(
+    experts: int = 4, tokens: int = 32, width: int = 64, hidden: int = 128
+) -> tuple[jax.Array, jax.Array]:
+    """Tokens routed to each expert ``(experts, tokens, width)`` and the experts' weights
+    ``(experts, width, hidden)``."""
+    kx, kw = jax.random.split(jax.random.key(0))
+    x = jax.random.normal(kx, (experts, tokens, width))
+    w = jax.random.normal(kw, (experts, width, hidden)) / width**0.5
+    return x, w
+
+
+def expert_layer(x: jax.Array, w: jax.Array) -> jax.Array:
+    """Every expert's first product at once, as mixture-of-experts layers write it: one einsum
+    over the stacked weights, named ``expert_product`` so that a policy can ask for it."""
+    return jnp.tanh(checkpoint_name(jnp.einsum(EXPERTS_EINSUM, x, w), "expert_product"))
+
+
+def expert_dimensions() -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The batch dimensions ``(lhs, rhs)`` of the ``dot_general`` the expert einsum traces to:
+    the expert axis of both operands."""
+    jaxpr = jax.make_jaxpr(expert_layer)(*expert_inputs())
+    (eqn,) = [e for e, _ in walk(jaxpr.jaxpr) if e.primitive.name == "dot_general"]
+    _, (lhs_batch, rhs_batch) = eqn.params["dimension_numbers"]
+    return tuple(lhs_batch), tuple(rhs_batch)
+
+
+EXPERT_POLICIES: dict[str, Any] = {
+    "dots_with_no_batch_dims_saveable": P.dots_with_no_batch_dims_saveable,
+    "dots_saveable": P.dots_saveable,
+    'save_only_these_names("expert_product")': P.save_only_these_names("expert_product"),
+}
+
+
+def expert_residuals() -> dict[str, Residuals]:
+    """What the checkpointed expert layer keeps under each of :data:`EXPERT_POLICIES`."""
+    x, w = expert_inputs()
+    return {
+        name: saved_residuals(
+            jax.checkpoint(lambda x, w: jnp.sum(expert_layer(x, w)), policy=policy), x, w
+        )
+        for name, policy in EXPERT_POLICIES.items()
+    }
+
+
+def expert_table(listings: dict[str, Residuals]) -> Table:
+    """Values and bytes each policy keeps of the expert layer, its arguments left out."""
+    rows = []
+    for name, listing in listings.items():
+        kept = listing.excluding_arguments()
+        rows.append([f"`{name}`", _kept_values(kept), format_bytes(kept.nbytes)])
+    return Table(["policy", "kept (besides the inputs)", "bytes"], rows)
+
+
+def _kept_values(kept: Residuals) -> str:
+    """``"dot_general f32[4,32,128]"``, one per value, or ``"nothing"``."""
+    return ", ".join(f"{r.name!r}" if r.name else f"{r.detail} {r.type_str}" for r in kept) or (
+        "nothing"
+    )
 
 
 # --- 2. checkpointing the whole function, or its last stage --------------------------------------
@@ -162,6 +230,45 @@ def placement_table(costs: dict[str, tuple[Residuals, CompiledStats]]) -> Table:
     return Table(["`jax.checkpoint` on", "kept (jaxpr)", "XLA temp memory", "FLOPs vs. none"], rows)
 
 
+def recomputation_kept(products: dict[str, tuple[int, int]], where: str) -> bool:
+    """Whether XLA kept the recomputation at ``where``: more products compiled than without a
+    checkpoint (``products`` from :func:`placement_products`)."""
+    return products[where][1] > products["nowhere"][1]
+
+
+def whole_function_outcome(
+    products: dict[str, tuple[int, int]], step: dict[str, tuple[Residuals, CompiledStats]]
+) -> str:
+    """What the training step pays for a checkpoint around the whole loss, on this build: a
+    sentence that follows XLA's decision (``step``: ``placement_costs(value_and_grad=True)``)."""
+    ratio = step["whole function"][1].flops / step["nowhere"][1].flops
+    if recomputation_kept(products, "whole function"):
+        return (
+            f"XLA keeps the second forward pass, so the training step pays {ratio:.2f} times the "
+            "FLOPs of no checkpoint and saves no memory; a benchmark of jax.grad alone would "
+            "call this checkpoint free"
+        )
+    return (
+        "XLA merges the second forward pass with the first, so the training step pays "
+        f"{ratio:.2f} times the FLOPs of no checkpoint: nothing spent, and nothing saved"
+    )
+
+
+def memory_against_none(step: dict[str, tuple[Residuals, CompiledStats]], where: str) -> str:
+    """XLA's temporary memory at ``where`` against no checkpoint, with its size and its cost:
+    "64.0 KiB (7%) less than no checkpoint's 960.0 KiB, for 1.25 times the FLOPs"."""
+    temp, base = step[where][1].temp_bytes, step["nowhere"][1].temp_bytes
+    ratio = step[where][1].flops / step["nowhere"][1].flops
+    cost = f"for {ratio:.2f} times the FLOPs"
+    if temp == base:
+        return f"the same as no checkpoint's ({format_bytes(base)}), {cost}"
+    more_or_less = "less" if temp < base else "more"
+    return (
+        f"{format_bytes(abs(base - temp))} ({abs(base - temp) / base:.0%}) {more_or_less} than "
+        f"no checkpoint's {format_bytes(base)}, {cost}"
+    )
+
+
 # --- 3. policy=None ------------------------------------------------------------------------------
 
 
@@ -176,6 +283,51 @@ def none_versus_named_policies() -> dict[str, Residuals]:
         ),
         "nothing_saveable": saved_residuals(jax.checkpoint(two, policy=P.nothing_saveable), w, xs),
     }
+
+
+# --- 3b. save_anything_except_these_names -------------------------------------------------------
+
+
+def named_stages(ws: Sequence[jax.Array], x: jax.Array) -> jax.Array:
+    """Three tanh stages whose first two outputs are named ``stage0`` and ``stage1``."""
+    h = checkpoint_name(tanh_layer(x, ws[0]), "stage0")
+    h = checkpoint_name(tanh_layer(h, ws[1]), "stage1")
+    return jnp.mean(tanh_layer(h, ws[2]) ** 2)
+
+
+#: Two ways to ask for "keep the rest, not ``stage0``", next to keeping everything.
+EXCEPT_POLICIES: dict[str, Any] = {
+    "everything_saveable": P.everything_saveable,
+    'save_anything_except_these_names("stage0")': P.save_anything_except_these_names("stage0"),
+    'save_any_names_but_these("stage0")': P.save_any_names_but_these("stage0"),
+}
+
+
+def except_names_policies() -> dict[str, Residuals]:
+    """What the three stages keep under each of :data:`EXCEPT_POLICIES`."""
+    w, xs = stage_inputs(stages=3)
+    ws = tuple(w)  # three arrays, so that no slice of a stacked weight shows among the residuals
+    return {
+        name: saved_residuals(jax.checkpoint(named_stages, policy=policy), ws, xs[0])
+        for name, policy in EXCEPT_POLICIES.items()
+    }
+
+
+def except_names_table(listings: dict[str, Residuals]) -> Table:
+    """Values and bytes each policy keeps of the named stages, their arguments left out."""
+    rows = []
+    for name, listing in listings.items():
+        kept = listing.excluding_arguments()
+        names = [r.name for r in kept if r.name]
+        rows.append(
+            [
+                f"`{name}`",
+                str(len(kept)),
+                ", ".join(repr(n) for n in names) or "none",
+                format_bytes(kept.nbytes),
+            ]
+        )
+    return Table(["policy", "values kept", "names among them", "bytes"], rows)
 
 
 # --- 4. checkpoint inside or outside lax.scan ----------------------------------------------------
