@@ -376,6 +376,25 @@ def test_save_anything_except_these_names_against_everything_saveable():
         assert "a" in {r.name for r in everything}
 
 
+def test_except_names_verdict_compares_kept_bytes_with_everything_saveable():
+    cp = jax.checkpoint_policies
+    args = T.chain_inputs()
+    excluded = saved_residuals(
+        jax.checkpoint(T.f_named, policy=cp.save_anything_except_these_names("a")), *args
+    )
+    everything = saved_residuals(jax.checkpoint(T.f_named, policy=cp.everything_saveable), *args)
+    verdict = T.except_names_verdict("a")
+    if excluded.nbytes < everything.nbytes:
+        assert verdict.startswith("keeps fewer bytes")
+    elif "a" in {r.name for r in excluded}:
+        assert verdict.startswith("still lists a")
+    else:
+        # 0.9 and older: the name leaves the listing, the same array stays under its primitive.
+        assert verdict.startswith("no longer lists a, yet keeps every byte")
+    # In f_named the array named a is the second stage's input: no release drops its bytes.
+    assert excluded.nbytes == everything.nbytes
+
+
 # -- recursive checkpointing ----------------------------------------------------------------------
 
 
@@ -437,8 +456,10 @@ def test_depth_table_lists_every_row():
 
 
 @pytest.mark.cpu_figures
-def test_every_glued_key_on_the_page_is_glued():
-    """Each {glue:text}`key` of the page is glued by a cell or by a facts function.
+@pytest.mark.parametrize("page", ["gradient-checkpointing", "how-remat-works"])
+def test_every_glued_key_on_the_page_is_glued(page):
+    """Each {glue:text}`key` of the tutorial's two pages is glued by a cell or by a facts
+    function.
 
     Partial builds (REMAT_GUIDE_EXECUTE_ONLY) silence missing-glue warnings, so this keeps a
     misspelt key from rendering as nothing.
@@ -446,13 +467,15 @@ def test_every_glued_key_on_the_page_is_glued():
     import re
     from pathlib import Path
 
+    from examples.tools.models import Config
+    from examples.tutorial import block as B
     from examples.tutorial import compiled as J
     from examples.tutorial import patterns as S
     from examples.tutorial import when_not as N
 
-    page = (Path(__file__).parents[2] / "docs/tutorial/gradient-checkpointing.md").read_text()
-    used = set(re.findall(r"\{glue:text\}`([A-Za-z_0-9]+)(?::[^`]*)?`", page))
-    cells = re.findall(r"```\{code-cell\}[^\n]*\n(.*?)```", page, re.S)
+    text = (Path(__file__).parents[2] / f"docs/tutorial/{page}.md").read_text()
+    used = set(re.findall(r"\{glue:text\}`([A-Za-z_0-9]+)(?::[^`]*)?`", text))
+    cells = re.findall(r"```\{code-cell\}[^\n]*\n(.*?)```", text, re.S)
     in_cells = {k for c in cells if "glue(" in c for k in re.findall(r'"([a-z_]+)"', c)}
     scan = J.scan_rows(2, 8, 16)
     facts = {
@@ -460,6 +483,7 @@ def test_every_glued_key_on_the_page_is_glued():
         **J.straight_line_facts(J.straight_line_rows(2, 8, 16)),
         **N.not_worth_it_facts(N.not_worth_it_rows(2, 8, 16)),
         **S.nested_facts(S.nested_rows(4, 8, 16, groups=(2, 4)), 4),
+        **B.policy_facts(B.policy_rows(Config(layers=2, batch=1, seq=4, width=8, heads=2))),
     }
     missing = used - in_cells - set(facts)
     assert not missing, f"glued on the page but never glued: {sorted(missing)}"

@@ -1,6 +1,6 @@
-"""The tutorial's traced examples, in the page's order (compiled ones:
-:mod:`examples.tutorial.compiled` and :mod:`examples.tutorial.when_not`): 1. ``jax.remat`` beside
-``jax.checkpoint``; 2. a chain of three ``sin(W @ x)`` stages, plain, per stage, under a policy,
+"""The tutorial's traced examples (compiled ones: :mod:`examples.tutorial.compiled` and
+:mod:`examples.tutorial.when_not`): 1. ``jax.remat`` beside ``jax.checkpoint`` (tests only);
+2. a chain of three ``sin(W @ x)`` stages, plain, per stage, under a policy,
 with names; 3. why it works (two VJPs of ``sin``, ``jax.checkpoint`` by hand, ``jvp`` against
 ``linearize``, the peak of each placement); 4. the ``loss`` / ``predict`` / ``layer`` model for
 policies; 5. recursive checkpointing of a chain of ``D`` sines.
@@ -219,6 +219,12 @@ def placement_rows(x: jax.Array) -> list[PlacementRow]:
     return rows
 
 
+def placement_best(rows: Sequence[PlacementRow]) -> str:
+    """The placement(s) with the lowest peak, as the page names them (``f1 and f2``)."""
+    low = min(r.peak for r in rows)
+    return " or ".join(f"`{r.placement}`" for r in rows if r.peak == low)
+
+
 def placement_table(rows: Sequence[PlacementRow]) -> Table:
     return Table(
         ["checkpoint on", "kept after forward", "sines recomputed", "peak (values held)"],
@@ -300,6 +306,28 @@ def except_names_keeps_the_name(name: str = "a") -> bool:
     policy = jax.checkpoint_policies.save_anything_except_these_names(name)
     kept = saved_residuals(jax.checkpoint(f_named, policy=policy), *chain_inputs())
     return name in {r.name for r in kept}
+
+
+def except_names_verdict(name: str = "a") -> str:
+    """What ``save_anything_except_these_names(name)`` does to :func:`f_named`, judged by the
+    bytes it keeps against ``everything_saveable`` (a label can leave the listing while the same
+    array stays under another one), then by whether the name is still listed."""
+    cp = jax.checkpoint_policies
+    args = chain_inputs()
+    policy = cp.save_anything_except_these_names(name)
+    kept = saved_residuals(jax.checkpoint(f_named, policy=policy), *args)
+    everything = saved_residuals(jax.checkpoint(f_named, policy=cp.everything_saveable), *args)
+    if kept.nbytes < everything.nbytes:
+        return f"keeps fewer bytes than everything_saveable: it drops {name}, as the docstring says"
+    if name in {r.name for r in kept}:
+        return (
+            f"still lists {name} and keeps every byte everything_saveable keeps: "
+            "the policy ignores the names it is given"
+        )
+    return (
+        f"no longer lists {name}, yet keeps every byte everything_saveable keeps: the same array "
+        "stays, listed as the output of the primitive that made it"
+    )
 
 
 def policy_table() -> Table:
