@@ -88,6 +88,28 @@ def test_optimize_remat_runs_the_primal_function_instead_of_the_second_forward_r
     assert answers.custom_vjp_calls(optimize_remat=True) == ("bwd", "f")
 
 
+def test_jax_0_5_0_refuses_optimize_remat_on_a_forward_rule_with_effects():
+    # docs/howto/when-remat-goes-wrong.md's "Across releases" quotes this message.
+    if compat.jax_version() >= (0, 5, 1):
+        pytest.skip(f"jax {jax.__version__} runs it (the page names jax 0.5.0 only)")
+    with pytest.raises(NotImplementedError, match="does not support forward functions with side"):
+        answers.custom_vjp_calls(optimize_remat=True)
+
+
+def _logged(x):
+    io_callback(lambda v: None, None, jax.lax.stop_gradient(x))
+    return jnp.sin(x)
+
+
+def test_io_callback_is_differentiable_with_stop_gradient_but_not_inside_a_checkpoint():
+    # The page's cells: the same function differentiates without a checkpoint and fails in one.
+    got = jax.grad(lambda x: _logged(x).sum())(jnp.ones(3))
+    np.testing.assert_allclose(got, np.cos(np.ones(3)), rtol=1e-6)
+    refused = r"Effects not supported in .* of `checkpoint`/`remat`"
+    with pytest.raises(NotImplementedError, match=refused):
+        jax.grad(lambda x: jax.checkpoint(_logged)(x).sum())(jnp.ones(3))
+
+
 def test_the_kernels_gradient_is_the_same_either_way():
     for optimize in (False, True) if _optimize_remat_takes_a_side_effect() else (False,):
         kernel = jax.checkpoint(answers.make_kernel([], optimize_remat=optimize))

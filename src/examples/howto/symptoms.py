@@ -192,3 +192,53 @@ def scaled_block(h: jax.Array, p: Any, train: bool) -> jax.Array:
 def position_scaled(h: jax.Array, length: int) -> jax.Array:
     """Scale each position by its index: ``jnp.arange`` needs ``length`` as a Python int."""
     return h * jnp.arange(length)[:, None] / length
+
+
+# --- an unrolled checkpointed scan ----------------------------------------------------------------
+
+
+def unrolled_loss(cfg: Config, unroll: int, policy: Any = None, prevent_cse: bool = True) -> Loss:
+    """The scan over layers with ``unroll`` layers per loop iteration; each layer checkpointed
+    with ``policy`` and ``prevent_cse``, or not checkpointed where ``policy`` is None."""
+    one = layer(cfg)
+    body = one if policy is None else jax.checkpoint(one, policy=policy, prevent_cse=prevent_cse)
+
+    def loss(params: Any, x: jax.Array) -> jax.Array:
+        h, _ = jax.lax.scan(lambda h, p: (body(h, p), None), x, params, unroll=unroll)
+        return jnp.mean(h**2)
+
+    return loss
+
+
+#: The three steps compared at each unroll factor.
+UNROLLED = {
+    "no checkpoint": {},
+    "nothing_saveable": {"policy": P.nothing_saveable},
+    "nothing_saveable, prevent_cse=False": {"policy": P.nothing_saveable, "prevent_cse": False},
+}
+
+
+def measure_unrolled(
+    cfg: Config = CONFIG, unrolls: Sequence[int] = (1, 2, CONFIG.layers)
+) -> dict[int, dict[str, int]]:
+    """Compiled temporary bytes of each of :data:`UNROLLED`'s steps at each unroll factor."""
+    params, x = inputs(cfg)
+    return {
+        unroll: {
+            name: compiled_stats(
+                jax.value_and_grad(unrolled_loss(cfg, unroll, **kw)), params, x
+            ).temp_bytes
+            for name, kw in UNROLLED.items()
+        }
+        for unroll in unrolls
+    }
+
+
+def unrolled_table(temps: dict[int, dict[str, int]], cfg: Config = CONFIG) -> Table:
+    header = ["layers per loop iteration (`unroll`)", *(f"`{n}`" for n in UNROLLED)]
+    body = [
+        [f"{u} (the whole stack)" if u == cfg.layers else str(u)]
+        + [format_bytes(t[n]) for n in UNROLLED]
+        for u, t in temps.items()
+    ]
+    return Table(header, body)
