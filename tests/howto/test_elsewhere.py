@@ -216,3 +216,12 @@ def test_megatron_selective_keeps_the_products_and_recomputes_the_attention_core
     assert core.flops < selective[0].flops
     table = el.selective_table(list(rows.values()))
     assert table.column("FLOPs vs full")[0] == "1.00×"
+
+
+def test_batchnorm_statistics_update_once_under_nn_remat():
+    pytest.importorskip("flax.linen")
+    got = el.batchnorm_running_means(momentum=0.5)
+    # One update from zero: momentum * 0 + (1 - momentum) * the batch mean (two would give 0.75).
+    once = 0.5 * np.asarray(got["batch"], np.float64).mean(axis=0)
+    np.testing.assert_allclose(got["plain"], once, rtol=1e-6)
+    np.testing.assert_allclose(got["nn.remat"], once, rtol=1e-6)

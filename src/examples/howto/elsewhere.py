@@ -313,3 +313,39 @@ def selective_table(rows: list[SelectiveRow]) -> Table:
             for r in rows
         ],
     )
+
+
+# --- BatchNorm under nn.remat ---------------------------------------------------------------------
+
+
+def batchnorm_running_means(momentum: float = 0.5) -> dict[str, Any]:
+    """The running mean a Flax ``nn.BatchNorm`` holds after one gradient step, with and without
+    ``nn.remat`` around its module, and the batch it saw (the Dense layer's output). PyTorch's
+    checkpoint reruns the forward code and can update such statistics twice; Flax keeps the
+    forward pass's update and discards the recomputation's."""
+    import flax.linen as nn  # flax is optional for the rest of this module
+
+    class DenseNorm(nn.Module):
+        @nn.compact
+        def __call__(self, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+            h = nn.Dense(4)(x)
+            return nn.BatchNorm(use_running_average=False, momentum=momentum)(h), h
+
+    x = jnp.arange(12.0).reshape(3, 4)
+    out: dict[str, Any] = {}
+    for label, cls in (("plain", DenseNorm), ("nn.remat", nn.remat(DenseNorm))):
+        model = cls()
+        variables = model.init(jax.random.key(0), x)
+
+        def loss(params: Any, model: Any = model, variables: Any = variables) -> Any:
+            (y, h), updates = model.apply(
+                {"params": params, "batch_stats": variables["batch_stats"]},
+                x,
+                mutable=["batch_stats"],
+            )
+            return jnp.sum(y**2), (updates, h)
+
+        _, (updates, h) = jax.grad(loss, has_aux=True)(variables["params"])
+        out[label] = updates["batch_stats"]["BatchNorm_0"]["mean"]
+        out["batch"] = h
+    return out
