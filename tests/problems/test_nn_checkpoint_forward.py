@@ -67,6 +67,29 @@ def test_linen_one_block_saves_memory_and_the_whole_model_only_adds_work():
     assert (costs["twice"].temp_bytes, costs["twice"].flops) == (block.temp_bytes, block.flops)
 
 
+def test_the_worked_examples_block_is_not_the_problems():
+    """The page's example must not hold the folded solution: another module, other layers."""
+    x = jnp.ones(4)
+    example = p2.ResidualMLP(features=4).init(jax.random.key(0), x)["params"]
+    problem = p2.MLP(features=4).init(jax.random.key(0), x)["params"]
+    assert p2.ResidualMLP is not p2.MLP
+    assert "LayerNorm_0" in example
+    assert "LayerNorm_0" not in problem
+
+
+def test_residual_mlp_matches_numpy():
+    x = p2.page_input(batch=3, features=4)
+    variables = p2.ResidualMLP(features=4).init(jax.random.key(1), x)
+    p = jax.tree.map(lambda a: np.asarray(a, np.float64), variables["params"])
+    h = np.asarray(x, np.float64)
+    centred = h - h.mean(-1, keepdims=True)
+    normed = centred / np.sqrt(centred.var(-1, keepdims=True) + 1e-6)
+    normed = normed * p["LayerNorm_0"]["scale"] + p["LayerNorm_0"]["bias"]
+    hidden = np.maximum(normed @ p["Dense_0"]["kernel"] + p["Dense_0"]["bias"], 0)
+    expected = h + hidden @ p["Dense_1"]["kernel"] + p["Dense_1"]["bias"]
+    _close(p2.ResidualMLP(features=4).apply(variables, x), expected)
+
+
 def test_a_checkpointed_block_recomputes_only_its_first_product():
     """The page: no checkpoint 6 products (per Dense one forward, two backward), around the model
     8 (both forward products again), per block 7 (the first only: the second Dense's backward pass
@@ -89,12 +112,12 @@ def test_linen_stack_computes_blocks_one_after_another_with_their_own_parameters
     x = p2.page_input(batch=3, features=4)
     stack = p2.Stack(features=4, blocks=3)
     variables = stack.init(jax.random.key(0), x)
-    kernels = variables["params"]["ScanBlock_0"]["MLP_0"]["Dense_0"]["kernel"]
+    kernels = variables["params"]["ScanBlock_0"]["ResidualMLP_0"]["Dense_0"]["kernel"]
     assert kernels.shape == (3, 4, 4)
     h = x
     for i in range(3):
         layer = jax.tree.map(lambda a, i=i: a[i], variables["params"]["ScanBlock_0"])
-        h = p2.MLP(features=4).apply({"params": layer["MLP_0"]}, h)
+        h = p2.ResidualMLP(features=4).apply({"params": layer["ResidualMLP_0"]}, h)
     _close(stack.apply(variables, x), np.asarray(h, np.float64))
     # The lifted model (its scanned block has another name) with the same parameters: the same
     # gradient.

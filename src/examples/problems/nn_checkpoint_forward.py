@@ -120,17 +120,29 @@ PROBLEM = Problem(
 )
 
 
-# -- for the page: one block of a deep model -----------------------------------------------------
+# -- for the page: one block of a deep model, another than the problem's --------------------------
+
+
+class ResidualMLP(nn.Module):
+    """A pre-norm residual block, ``x + Dense(relu(Dense(LayerNorm(x))))``: the worked example's
+    module, which is not the problem's."""
+
+    features: int
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        h = nn.Dense(self.features)(nn.LayerNorm()(x))
+        return x + nn.Dense(self.features)(nn.relu(h))
 
 
 class Block(nn.Module):
-    """The problem's ``MLP`` as one step of a scan over layers: ``(x, _) -> (MLP(x), None)``."""
+    """``ResidualMLP`` as one step of a scan over layers: ``(x, _) -> (ResidualMLP(x), None)``."""
 
     features: int
 
     @nn.compact
     def __call__(self, x: jax.Array, _: Any) -> tuple[jax.Array, None]:
-        return MLP(self.features)(x), None
+        return ResidualMLP(self.features)(x), None
 
 
 class Stack(nn.Module):

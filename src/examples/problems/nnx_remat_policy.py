@@ -123,30 +123,43 @@ PROBLEM = Problem(
 )
 
 
-# -- for the page: one block of a deep model -----------------------------------------------------
+# -- for the page: one block of a deep model, another than the problem's -------------------------
 
 
-def make_blocks(blocks: int, features: int, seed: int = 0) -> MLP:
-    """``blocks`` MLPs with their parameters stacked on a leading axis (made with ``nnx.vmap``)."""
+class ResidualBlock(nnx.Module):
+    """A pre-norm residual MLP block, ``x + linear2(relu(linear1(norm(x))))``: the worked example's
+    module, which is not the problem's."""
+
+    def __init__(self, features: int, *, rngs: nnx.Rngs) -> None:
+        self.norm = nnx.LayerNorm(features, rngs=rngs)
+        self.linear1 = nnx.Linear(features, features, rngs=rngs)
+        self.linear2 = nnx.Linear(features, features, rngs=rngs)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return x + self.linear2(jax.nn.relu(self.linear1(self.norm(x))))
+
+
+def make_blocks(blocks: int, features: int, seed: int = 0) -> ResidualBlock:
+    """``blocks`` residual blocks, their parameters stacked on a leading axis by ``nnx.vmap``."""
 
     @nnx.vmap(in_axes=0, out_axes=0)
-    def create(key: jax.Array) -> MLP:
-        return MLP(features, rngs=nnx.Rngs(key))
+    def create(key: jax.Array) -> ResidualBlock:
+        return ResidualBlock(features, rngs=nnx.Rngs(key))
 
     return create(jax.random.split(jax.random.key(seed), blocks))
 
 
-def apply_blocks(step: Any, blocks: MLP, x: jax.Array) -> jax.Array:
+def apply_blocks(step: Any, blocks: nnx.Module, x: jax.Array) -> jax.Array:
     """Apply ``step(block, x)`` once per stacked block, with ``nnx.scan``."""
 
     @nnx.scan(in_axes=(nnx.Carry, 0), out_axes=nnx.Carry)
-    def over_blocks(x: jax.Array, block: MLP) -> jax.Array:
+    def over_blocks(x: jax.Array, block: nnx.Module) -> jax.Array:
         return step(block, x)
 
     return over_blocks(x, blocks)
 
 
-def forward(block: MLP, x: jax.Array) -> jax.Array:
+def forward(block: nnx.Module, x: jax.Array) -> jax.Array:
     """One block's forward pass: the function ``nnx.remat`` transforms."""
     return block(x)
 
