@@ -30,7 +30,11 @@ extensions = [
     # Fast on a phone (docs/_ext/performance.py): math as MathML at build time, scripts that
     # wait for the page, images sized and lazy. `nox -s lighthouse` measures the result.
     "performance",
+    # Search ranks sections (docs/_ext/section_search.py): what readers paste finds its answer.
+    "section_search",
 ]
+# The search page's ranking of sections; Sphinx inlines it into language_data.js.
+html_search_scorer = "docs/_ext/section_search.js"
 html_math_renderer = "mathml"  # registered by performance; no MathJax on any page
 
 root_doc = "index"

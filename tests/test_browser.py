@@ -21,6 +21,7 @@ import gzip
 import json
 import os
 import re
+import tomllib
 import urllib.parse
 from pathlib import Path
 
@@ -357,6 +358,32 @@ def test_search_finds_a_policy_name(page, visit, base_url):
     assert seen.errors == []
     for href in results.evaluate_all("links => links.map(a => a.href)"):
         assert page.request.get(href).ok, href
+
+
+#: What readers paste, and the sections that answer it (tests/search_queries.toml, shared with
+#: tests/test_search.py, which ranks the same queries with Node).
+SEARCH_QUERIES = tomllib.loads(
+    (Path(__file__).with_name("search_queries.toml")).read_text(encoding="utf-8")
+)["query"]
+
+
+@pytest.mark.parametrize("query", SEARCH_QUERIES, ids=[q["text"][:40] for q in SEARCH_QUERIES])
+def test_search_puts_an_answering_section_in_the_first_three(page, visit, base_url, query):
+    seen = visit(page, base_url + "search.html?" + urllib.parse.urlencode({"q": query["text"]}))
+    # The summary line is written when the last result is shown.
+    page.wait_for_function(
+        "document.querySelector('#search-results .search-summary')?.innerText.length > 0",
+        timeout=15_000,
+    )
+    hrefs = page.locator("#search-results li a").evaluate_all("links => links.map(a => a.href)")
+    found = []
+    for href in hrefs[:3]:
+        url = urllib.parse.urlsplit(href)
+        path = url.path.removeprefix(SITE_PATH).removesuffix(".html")
+        found.append(f"{path}#{url.fragment}" if url.fragment else path)
+    assert set(found) & set(query["sections"]), f"{query['text']!r}: first three {found}"
+    assert seen.errors == []
+    assert seen.foreign == []
 
 
 @pytest.mark.parametrize("name", DROPDOWN_PAGES)

@@ -91,12 +91,12 @@ def test_a_page_is_named_by_its_version_and_says_so_in_its_title():
         text = release_views.page(rec)
         version = release_table.release(rec)
         assert f"\n# jax {version}\n" in text
-        assert release_views.slug(rec) == f"jax-{version}"
+        assert release_views.slug(rec) == "jax-" + version.replace(".", "-")
 
 
 def test_write_pages_removes_views_of_releases_no_longer_recorded(tmp_path):
     records = releases.load_all()
-    stale = tmp_path / "reference" / release_views.FOLDER / "jax-0.0.0.md"
+    stale = tmp_path / "reference" / release_views.FOLDER / "jax-0-0-0.md"
     stale.parent.mkdir(parents=True)
     stale.write_text("old", encoding="utf-8")
     written = release_views.write_pages(tmp_path, records)

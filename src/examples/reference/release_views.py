@@ -183,7 +183,9 @@ FOLDER = "releases"  #: under docs/reference/
 
 
 def slug(record: dict[str, Any]) -> str:
-    return f"jax-{release(record)}"
+    """The page's name: ``jax-0-6-2`` (a dot in a page's name would cut it short where a tool
+    takes what follows the last dot for a file suffix, as the theme's notebook download does)."""
+    return "jax-" + release(record).replace(".", "-")
 
 
 def link(record: dict[str, Any], here: str = "reference") -> str:
