@@ -133,3 +133,15 @@ def test_placement_temp_bytes_cover_every_placement():
     text = S.placement_temp_text(temps)
     assert text.count("; ") == len(temps) - 1
     assert text.startswith("no checkpoint: ")
+
+
+@cpu_only
+def test_placement_xla_table_puts_traced_peaks_beside_xlas_figures():
+    v = jnp.linspace(0.1, 1.0, 1024)
+    peaks = T.composition_peaks(v)
+    temps, fusions = S.placement_temp_bytes(v), S.placement_fusions(v)
+    table = S.placement_xla_table(peaks, temps, fusions).to_markdown().splitlines()
+    assert len(table) == 2 + len(T.composition_variants())
+    plain = next(line for line in table if line.startswith("| no checkpoint |"))
+    assert f"| {peaks['no checkpoint']} |" in plain
+    assert plain.rstrip(" |").endswith(str(fusions["no checkpoint"]))

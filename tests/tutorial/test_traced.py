@@ -225,6 +225,16 @@ def test_composition_peaks_favour_the_first_stage():
     assert peaks["checkpoint h o g (everything)"] == none
 
 
+def test_separate_checkpoints_on_each_stage_but_the_last_give_the_lowest_peak():
+    # The page's rule of thumb: each stage but the last in its own checkpoint, not one checkpoint
+    # around the prefix (which rebuilds both stages at once).
+    rows = T.placement_rows(jnp.linspace(0.1, 1.0, 3))
+    peak = {r.placement: r.peak for r in rows}
+    assert T.placement_best(rows) == "`f1 and f2`"
+    assert peak["f1 and f2"] < peak["f2 o f1"] < peak["none"]
+    assert peak["f3 (last)"] == peak["f3 o f2 o f1 (all)"] == peak["none"]
+
+
 def test_placement_rows_kept_recomputed_and_peak():
     rows = {r.placement: r for r in T.placement_rows(jnp.ones(3))}
     none = rows["none"]

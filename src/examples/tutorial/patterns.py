@@ -48,6 +48,17 @@ def placement_temp_text(temps: dict[str, int], unit: str | None = "bytes") -> st
     return "; ".join(f"{name}: {format_bytes(b) if unit else b}" for name, b in temps.items())
 
 
+def placement_xla_table(
+    peaks: dict[str, int], temps: dict[str, int], fusions: dict[str, int]
+) -> Table:
+    """The placements of ``h o g``: the traced peak (values the size of the input), and XLA's
+    temporary memory and fused loops for the compiled gradient."""
+    return Table(
+        ["checkpoint on", "traced peak (values)", "XLA temp memory", "XLA fused loops"],
+        [(name, peaks[name], format_bytes(temps[name]), fusions[name]) for name in temps],
+    )
+
+
 # -- a nested scan: checkpoint groups of layers ---------------------------------------------------
 
 
