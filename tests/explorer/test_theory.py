@@ -45,3 +45,21 @@ def test_recursive_checkpointing_costs_about_half_a_forward_pass_per_level():
     for lv in levels:
         assert lv.forward_passes == pytest.approx(recursive_sin_cos_formula(lv.depth) / lv.depth)
     assert [lv.residuals for lv in levels] == [lv.depth.bit_length() for lv in levels]
+
+
+def test_the_committed_gpu_counts_hold_the_attention_products_not_only_elementwise_work():
+    """The GPU runs' counts leave out the weight products (far below 3F of a layer) but are not
+    elementwise work only: the H200's is about the two attention products of a forward pass, the
+    H100's about twice that. And each offload's extra step time is its bytes at about 57 GB/s."""
+    from examples.explorer.theory import attention_share, offload_link_rate
+
+    gpu = {run.runinfo["device"]: run for run in e.load_all() if run.runinfo["backend"] == "gpu"}
+    h200, h100 = gpu["NVIDIA H200"], gpu["NVIDIA H100 80GB HBM3"]
+    for run in (h200, h100):
+        assert not e.counted_share(run.config, run.results).counts_products
+        rate = offload_link_rate(
+            run.results, e.OFFLOAD_POLICIES[0], "save_only_these_names(mlp_hidden)"
+        )
+        assert rate is not None and 50e9 < rate < 65e9, rate
+    assert 1.0 < attention_share(h200.config, h200.results) < 1.15
+    assert 2.0 < attention_share(h100.config, h100.results) < 2.3

@@ -27,9 +27,10 @@ if TYPE_CHECKING:
 
 MEDIAN_ONLY = "median only; spread not recorded"
 FLOPS = "FLOPs vs. no remat"
-#: The FLOPs column's heading where XLA's count leaves out the matrix products.
+#: The FLOPs column's heading where XLA's count leaves out the products with the weights.
 FLOPS_WITHOUT_PRODUCTS = (
-    "FLOPs vs. no remat (XLA's count without the cuBLAS products: elementwise work only)"
+    "FLOPs vs. no remat (XLA's partial count: the weight products handed to cuBLAS left out, "
+    "attention products in; not a measure of recomputation)"
 )
 
 

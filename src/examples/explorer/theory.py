@@ -77,8 +77,11 @@ class CountedShare:
         """Whether XLA's count covers the matrix products (at least half of one layer's 3F).
 
         XLA:CPU counts a scan's body once, so its count is close to one layer's 3F. XLA:GPU
-        hands products to cuBLAS and leaves them out (jax-ml/jax#22249), so its count falls far
-        below; FLOP ratios from such a run describe the elementwise work only.
+        hands the products with the weights to cuBLAS and leaves them out (jax-ml/jax#22249), so
+        its count falls far below. What it keeps depends on the GPU and the kernels chosen: the
+        committed runs count the batched attention products once or twice
+        (:func:`attention_share`), and elementwise work besides. FLOP ratios from such a run do
+        not measure recomputation.
         """
         return self.of_one_layer >= 0.5
 
@@ -87,6 +90,26 @@ def counted_share(cfg: Config, results: Sequence[Result]) -> CountedShare:
     plain = _flops(results, NO_REMAT)
     one_layer = 3 * sum(layer_flops(cfg).values())
     return CountedShare(plain / one_layer, plain / (one_layer * cfg.layers))
+
+
+def attention_share(cfg: Config, results: Sequence[Result]) -> float:
+    """XLA's FLOPs for the plain gradient over the two batched attention products of one
+    layer's forward pass (``attn_logits`` and ``attn_values`` of :func:`layer_flops`)."""
+    flops = layer_flops(cfg)
+    return _flops(results, NO_REMAT) / (flops["attn_logits"] + flops["attn_values"])
+
+
+def offload_link_rate(results: Sequence[Result], offloaded: str, kept: str) -> float | None:
+    """Bytes per second of the host link, if an offload's copies were simply added to the step:
+    the bytes it moves (its host memory, to the host and back) over its extra step time against
+    ``kept``, the policy that keeps the same values on the device. None where it was not slower
+    or moved nothing."""
+    rows = {r.policy: r for r in results}
+    off, twin = rows[offloaded], rows[kept]
+    if not off.host_temp_bytes or off.step_time_s is None or twin.step_time_s is None:
+        return None
+    extra = off.step_time_s - twin.step_time_s
+    return 2 * off.host_temp_bytes / extra if extra > 0 else None
 
 
 # --- recursive checkpointing (the tutorial's chain of sines) -----------------------------------
