@@ -59,3 +59,71 @@ def test_the_losses_verdict_tells_rounding_from_another_mask():
     assert fs.losses_verdict({"a": plain, "b": rounded}).startswith("equal to float32 rounding")
     assert fs.losses_verdict({"a": plain, "b": other_mask}) == "different (see the table)"
     assert fs.losses_verdict({"a": plain, "b": plain[:1]}) == "different (see the table)"
+
+
+# --- the NNX guide's "Across releases", on every Flax of the matrix ---------------------------
+# tests/howto/test_nnx_training.py skips whole on a Flax without nnx.remat(graph_updates=...),
+# so the guide's facts about older releases are checked here, where every release runs.
+
+
+def _flax_release():
+    import importlib.metadata
+
+    version = importlib.metadata.version("flax")
+    return tuple(int(part) for part in version.split(".")[:3] if part.isdigit())
+
+
+def test_nnx_remat_refuses_a_keyword_only_argument_on_every_flax():
+    import jax.numpy as jnp
+    from flax import nnx
+
+    def layer(x, *, train):
+        return x * 2 if train else x
+
+    with pytest.raises(TypeError, match="keyword arguments could not be resolved to positions"):
+        nnx.remat(layer)(jnp.ones(3), train=True)
+    closed = nnx.remat(lambda x: layer(x, train=True))(jnp.ones(3))  # the guide's fix
+    np.testing.assert_array_equal(np.asarray(closed), 2 * np.ones(3))
+
+
+def test_nnx_remat_class_and_switches_by_release():
+    import inspect
+
+    from flax import nnx
+
+    from examples.howto import nnx_training as nx
+
+    def release(text):
+        return tuple(int(part) for part in text.split("."))
+
+    installed = _flax_release()
+    parameters = inspect.signature(nnx.remat).parameters
+    assert hasattr(nnx, "Remat") == (installed < release(nx.REMAT_CLASS_REMOVED_IN))
+    assert ("graph" in parameters) == (installed >= release(nx.GRAPH_SINCE))
+    assert ("graph_updates" in parameters) == (installed >= release(nx.GRAPH_UPDATES_SINCE))
+
+
+def test_the_nnx_guides_stacked_model_on_flax_0_10_fails_as_the_guide_says():
+    """The guide: on Flax 0.10 its stacked constructor leaves the dropout streams unstacked and
+    the scan fails with IndexError; from the release with graph_updates (where the guide's own
+    tests run) it trains. Releases between are not claimed."""
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+
+    from examples.howto import nnx_training as nx
+
+    installed = _flax_release()
+    if (0, 11) <= installed < tuple(int(p) for p in nx.GRAPH_UPDATES_SINCE.split(".")):
+        pytest.skip(f"the guide claims nothing for flax {installed} (between 0.10 and "
+                    f"{nx.GRAPH_UPDATES_SINCE})")
+    model = nx.SplitScannedTransformer(rngs=nnx.Rngs(0))
+    shapes = {jnp.shape(a) for a in jax.tree.leaves(nnx.state(model.blocks, nnx.RngState))}
+    tokens = fs.make_batch()["tokens"]
+    if installed < (0, 11):
+        assert shapes == {()}
+        with pytest.raises(IndexError, match="tuple index out of range"):
+            model(tokens)
+    else:
+        assert shapes == {(nx.CONFIG.layers,)}
+        assert model(tokens).shape[:2] == tokens.shape

@@ -7,6 +7,7 @@ each step's compiled memory does are checked in their direction.
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import inspect
 
@@ -196,6 +197,7 @@ def page_model(kind):
         "scan": lambda: ScannedTransformer(rngs=rngs()),
         "scan graph": lambda: ScannedTransformer(body=remat(), rngs=rngs()),
         "scan tree": lambda: ScannedTransformer(body=remat(graph_updates=False), rngs=rngs()),
+        "scan graph false": lambda: ScannedTransformer(body=remat(graph=False), rngs=rngs()),
         "scan axes": lambda: ScannedTransformer(
             body=remat(graph_updates=False), in_axes=STATE_AXES, rngs=rngs()
         ),
@@ -206,7 +208,8 @@ def page_model(kind):
 
 @pytest.fixture(scope="module")
 def measured():
-    kinds = ("loop", "loop remat", "scan", "scan graph", "scan tree", "split", "split whole")
+    kinds = ("loop", "loop remat", "scan", "scan graph", "scan tree", "scan graph false", "split",
+             "split whole")  # fmt: skip
     return {kind: nx.measure(kind, page_model(kind)) for kind in kinds}
 
 
@@ -217,13 +220,16 @@ def test_compiled_memory_claims(measured):
     assert m["scan graph"].temp_bytes < m["scan"].temp_bytes  # the checkpoint pays in a scan
     assert m["scan tree"].temp_bytes < m["scan graph"].temp_bytes  # ... more without the copy
     assert m["split whole"].temp_bytes > m["split"].temp_bytes  # returning the weights costs
+    # graph=False, the older switch, spares the copy as graph_updates=False does (the page's
+    # "In short" calls them the same job; the page glues whether the bytes are equal)
+    assert m["scan graph false"].temp_bytes < m["scan graph"].temp_bytes
     facts = nx.step_facts(measured["split"], measured["scan tree"], prefix="x")
     assert facts["x_temp_relation"].endswith(("as", "than"))
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(
-    not hasattr(train_step, "lower"), reason="nnx.jit's lower() came with Flax 0.11"
+    not hasattr(train_step, "lower"), reason="nnx.jit's lower() came with Flax 0.10.7"
 )
 def test_measure_reads_what_nnx_jit_lower_compile_reads(measured):
     # The page shows train_step.lower(...).compile() on real arrays, then nx.measure's table,
@@ -343,6 +349,10 @@ def test_the_installed_flax_is_at_least_the_release_the_page_names():
     installed = _release(importlib.metadata.version("flax"))
     assert installed >= _release(nx.GRAPH_UPDATES_SINCE)
     assert _release(nx.BOUND_METHOD_CHECK_SINCE) < _release(nx.GRAPH_UPDATES_SINCE)
+    assert _release(nx.GRAPH_SINCE) < _release(nx.GRAPH_UPDATES_SINCE)
+    assert "graph" in inspect.signature(nnx.remat).parameters
+    assert _release(nx.JIT_LOWER_SINCE) <= installed
+    assert hasattr(train_step, "lower")
     with pytest.raises(ValueError, match="bound methods"):
         nnx.remat(Block(TINY.width, TINY.heads, rngs=nnx.Rngs(0)).__call__)
 
@@ -363,3 +373,71 @@ def test_a_names_policy_on_nnx_remat_keeps_the_blocks_named_product():
 
     kept = saved_residuals(loss, state, x).excluding_arguments()
     assert [r.name for r in kept.of_kind("named")] == ["attn_out"]
+
+
+# --- a flag at call time ----------------------------------------------------------------------
+
+
+def _flag_inputs():
+    stack = nx.stacked_flag_layers(TINY.layers, TINY.width, rngs=nnx.Rngs(0))
+    x = jax.random.normal(jax.random.key(1), (TINY.batch, TINY.seq, TINY.width))
+    return stack, x
+
+
+def test_a_keyword_only_flag_is_refused_and_a_positional_static_one_works():
+    layer = nx.FlagLayer(TINY.width, rngs=nnx.Rngs(0))
+    x = jnp.ones((TINY.batch, TINY.width))
+    with pytest.raises(TypeError, match="keyword arguments could not be resolved to positions"):
+        nnx.remat(nx.FlagLayer.__call__)(layer, x, train=True)
+    with pytest.raises(TypeError, match="keyword arguments could not be resolved to positions"):
+        nnx.remat(functools.partial(nx.FlagLayer.__call__, train=True))(layer, x)
+    with pytest.raises(jax.errors.TracerBoolConversionError):
+        nnx.remat(nx.apply_layer)(layer, x, True)
+    off = nnx.remat(nx.apply_layer, static_argnums=(2,))(layer, x, False)
+    np.testing.assert_allclose(off, layer(x, train=False), rtol=1e-6)
+    assert not hasattr(nnx, "Remat")
+
+
+def test_under_nnx_scan_a_static_flag_is_traced_and_a_closed_over_one_is_not():
+    stack, x = _flag_inputs()
+
+    @nnx.scan(in_axes=(nnx.Carry, 0, None), out_axes=nnx.Carry)
+    def forward(x, layer, train):
+        return nnx.remat(nx.apply_layer, static_argnums=(2,))(layer, x, train)
+
+    with pytest.raises(jax.errors.TracerBoolConversionError):
+        forward(x, stack, True)
+    on, off = (nx.scan_flag_layers(stack, x, train) for train in (True, False))
+    assert not np.allclose(on, off)  # dropout ran in one and not the other
+
+
+def test_the_scanned_flag_layers_against_numpy_in_float64():
+    """With dropout off, the checkpointed scan computes, and differentiates, the plain stack:
+    each layer x + gelu(x W + b), checked against NumPy in float64 and against the same scan
+    without the checkpoint."""
+    with compat.enable_x64():
+        stack, x = _flag_inputs()
+        x = x.astype(jnp.float64)
+        params = nnx.state(stack, nnx.Param)
+        nnx.update(stack, jax.tree.map(lambda a: a.astype(jnp.float64), params))
+        kernel = np.asarray(stack.linear.kernel[...])
+        bias = np.asarray(stack.linear.bias[...])
+        ref = np.asarray(x)
+        for w, b in zip(kernel, bias, strict=True):
+            h = ref @ w + b
+            gelu = 0.5 * h * (1 + np.tanh(np.sqrt(2 / np.pi) * (h + 0.044715 * h**3)))
+            ref = ref + gelu
+        out = nx.scan_flag_layers(stack, x, False)
+        np.testing.assert_allclose(np.asarray(out), ref, rtol=1e-12, atol=1e-12)
+
+        @nnx.scan(in_axes=(nnx.Carry, 0), out_axes=nnx.Carry)
+        def plain(x, layer):
+            return layer(x, train=False)
+
+        def loss(fn):
+            return nnx.grad(lambda s: (fn(s) ** 2).sum())(stack)
+
+        g_remat = loss(lambda s: nx.scan_flag_layers(s, x, False))
+        g_plain = loss(lambda s: plain(x, s))
+        for a, b in zip(jax.tree.leaves(g_remat), jax.tree.leaves(g_plain), strict=True):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12)

@@ -169,10 +169,19 @@ class ScannedTransformer(nnx.Module):
         return out
 
 
-#: The Flax release that added ``graph``/``graph_updates`` to ``nnx.remat`` and the other NNX
-#: transforms (read from Flax's source: 0.12.5 has neither, 0.12.6 has both); the guide's
-#: recommended spelling needs it. The split pattern (:class:`SplitScannedTransformer`) does not.
+#: The Flax release that added ``graph`` to ``nnx.remat`` (read from Flax's source: 0.12.4's
+#: ``nnx.remat`` has neither switch, 0.12.5 has ``graph``, 0.12.6 adds ``graph_updates``).
+GRAPH_SINCE = "0.12.5"
+#: The Flax release that added ``graph_updates`` to ``nnx.remat`` and the other NNX transforms;
+#: the guide's recommended spelling needs it. The split pattern (:class:`SplitScannedTransformer`)
+#: does not.
 GRAPH_UPDATES_SINCE = "0.12.6"
+#: The Flax release without ``nnx.Remat``, the module-class lift (read from Flax's source: 0.10.5
+#: exports it, 0.10.6 does not).
+REMAT_CLASS_REMOVED_IN = "0.10.6"
+#: The Flax release whose ``nnx.jit`` returns an object with ``lower`` (``JitWrapped``, read from
+#: Flax's source: 0.10.6 returns a plain function).
+JIT_LOWER_SINCE = "0.10.7"
 #: The Flax release whose NNX transforms first refuse a bound method ("nnx.remat does not support
 #: bound methods", ``flax/nnx/transforms/transforms.py``); before it one is accepted.
 BOUND_METHOD_CHECK_SINCE = "0.12.1"
@@ -215,6 +224,54 @@ class SplitScannedTransformer(ScannedTransformer):
         nnx.update(self.blocks, new_state)
         out: jax.Array = self.head(rms_norm(x))
         return out
+
+
+# --- a flag at call time -----------------------------------------------------------------------
+
+
+class FlagLayer(nnx.Module):
+    """A residual MLP layer whose dropout a keyword-only Python flag switches, the way many models
+    ported from linen take ``train`` (or ``deterministic``) at call time."""
+
+    def __init__(self, width: int, *, rngs: nnx.Rngs) -> None:
+        self.linear = nnx.Linear(width, width, rngs=rngs)
+        self.dropout = nnx.Dropout(DROPOUT, rngs=rngs)
+
+    def __call__(self, x: jax.Array, *, train: bool) -> jax.Array:
+        out: jax.Array = x + self.dropout(jax.nn.gelu(self.linear(x)), deterministic=not train)
+        return out
+
+
+def apply_layer(layer: FlagLayer, x: jax.Array, train: bool) -> jax.Array:
+    """:class:`FlagLayer`'s call with the flag as a positional argument, which ``static_argnums``
+    can name (``nnx.remat`` resolves no keyword argument to a position)."""
+    return layer(x, train=train)
+
+
+def stacked_flag_layers(layers: int, width: int, *, rngs: nnx.Rngs) -> FlagLayer:
+    """``layers`` :class:`FlagLayer` s created at once, stacked (as :class:`ScannedTransformer`'s
+    blocks are)."""
+
+    @nnx.split_rngs(splits=layers)
+    @nnx.vmap(in_axes=(0,), out_axes=0)
+    def make(rngs: nnx.Rngs) -> FlagLayer:
+        return FlagLayer(width, rngs=rngs)
+
+    return make(rngs)
+
+
+def scan_flag_layers(stack: FlagLayer, x: jax.Array, train: bool) -> jax.Array:
+    """Apply stacked :class:`FlagLayer` s with ``nnx.scan`` over ``nnx.remat``, the flag closed
+    over: ``nnx.scan`` traces every argument it is given, ``None`` in ``in_axes`` included, so a
+    flag passed through the scan reaches the layer as a tracer whatever ``static_argnums`` says."""
+
+    @nnx.scan(in_axes=(nnx.Carry, 0), out_axes=nnx.Carry)
+    @nnx.remat(prevent_cse=False, graph_updates=False)
+    def forward(x: jax.Array, layer: FlagLayer) -> jax.Array:
+        return layer(x, train=train)  # `train` is a Python bool of the enclosing call
+
+    out: jax.Array = forward(x, stack)
+    return out
 
 
 # --- sharding the stacked layer axis ----------------------------------------------------------
