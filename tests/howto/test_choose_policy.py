@@ -15,7 +15,7 @@ import pytest
 from examples.howto import choose_policy as cp
 from examples.tools import compat
 from examples.tools.jaxprs import walk
-from examples.tools.measure import Timing
+from examples.tools.measure import CompiledStats, Timing
 from examples.tools.models import Config
 from examples.tools.models import named_block as block
 from examples.tools.residuals import saved_residuals
@@ -165,13 +165,14 @@ def test_dots_saveable_keeps_float32_sequence_squares_that_grow_with_the_sequenc
     )
 
 
-def _product_flops(cfg, seq):
+def _product_flops(cfg, seq, mlp="gelu"):
     """FLOPs of one layer's forward products, from the traced block's dot_general equations:
     (those with batch dimensions, the attention's; those without, the weights')."""
     c = dataclasses.replace(cfg, seq=seq)
-    params, x = cp.init(c)
+    params, x = cp.init(c, mlp)
     one_layer = jax.tree.map(lambda w: w[0], params)
-    layer = functools.partial(block, heads=c.heads, attention="dot_product_attention")
+    fn = cp.gated_block if mlp == "gated" else block
+    layer = functools.partial(fn, heads=c.heads, attention="dot_product_attention")
     flops = {True: 0, False: 0}
     for eqn, _ in walk(jax.make_jaxpr(layer)(x, one_layer)):
         if eqn.primitive.name == "dot_general":
@@ -192,6 +193,97 @@ def test_the_attention_outweighs_the_weight_products_from_the_crossover_on():
         assert below[0] < below[1]
         assert above[0] > above[1]
     assert cp.SHORT.seq < cp.attention_crossover(cp.SHORT) < cp.LONG.seq
+
+
+def test_a_gated_mlp_moves_the_crossover_to_two_plus_one_and_a_half_r_widths():
+    # Counted from the traced gated block's products, and by XLA from the compiled ones (the
+    # page prints the latter).
+    cfg = cp.SHORT
+    at = cp.attention_crossover(cfg, "gated")
+    assert at == (2 + 1.5 * cfg.mlp_ratio) * cfg.width
+    assert at > cp.attention_crossover(cfg)
+    attention, weights = _product_flops(cfg, at, "gated")
+    assert attention == weights
+    compiled = cp.product_flops(dataclasses.replace(cfg, seq=at), "gated")
+    assert compiled["attention"] == pytest.approx(attention, rel=0.01)
+    assert compiled["weights"] == pytest.approx(weights, rel=0.01)
+    gelu = cp.product_flops(dataclasses.replace(cfg, seq=cp.attention_crossover(cfg)))
+    assert gelu["attention"] == pytest.approx(gelu["weights"], rel=0.01)
+
+
+GATED_NAMES = 'save_only_these_names("qkv", "mlp_gate", "mlp_up")'
+_STATS = CompiledStats(0, 0, 0, None, 0.0, None)
+
+
+@pytest.fixture(scope="module")
+def gated_runs():
+    return {
+        "short": cp.measure(SHORT, timed=False, mlp="gated"),
+        "long": cp.measure(LONG, timed=False, mlp="gated"),
+    }
+
+
+@pytest.mark.slow
+def test_the_gated_block_keeps_what_each_policy_says_and_trades_memory_for_recomputation(
+    gated_runs,
+):
+    m = gated_runs["short"]
+    assert [r.name for r in m[GATED_NAMES].kept] == ["qkv", "mlp_gate", "mlp_up"]
+    # the dots policy keeps the output projection besides: four products a layer
+    assert len(m[DOTS_NB].kept) == 4
+    assert {r.detail for r in m[DOTS_NB].kept} == {"dot_general"}
+    for run in gated_runs.values():
+        nothing, none = run["nothing_saveable"].stats, run[cp.NO_REMAT].stats
+        for label in (GATED_NAMES, DOTS_NB):
+            assert nothing.temp_bytes < run[label].stats.temp_bytes < none.temp_bytes
+            assert 0 < cp.trade(run, label).spared < 1
+    verdict = cp.gated_verdict(gated_runs, DOTS_NB, GATED_NAMES)
+    assert verdict.count("tokens") == 2
+
+
+def test_the_gated_blocks_gradients_are_the_same_with_and_without_remat():
+    params, x = cp.init(SHORT, "gated")
+    with compat.enable_x64(True):
+        as64 = lambda t: jax.tree.map(lambda a: jnp.asarray(np.asarray(a, np.float64)), t)
+        p64, x64 = as64(params), as64(x)
+        plain = jax.grad(cp.make_loss(SHORT, cp.NO_REMAT, mlp="gated"))(p64, x64)
+        for label, policy in cp.GATED_CANDIDATES.items():
+            grads = jax.grad(cp.make_loss(SHORT, policy, mlp="gated"))(p64, x64)
+            for key in plain:
+                np.testing.assert_allclose(grads[key], plain[key], rtol=1e-10, atol=1e-12,
+                                           err_msg=label)
+
+
+def test_the_gated_verdict_says_which_policy_wins_on_what():
+    def measured(extra_dots, spared_dots, extra_names, spared_names):
+        def row(label, temp, flops):
+            stats = dataclasses.replace(_STATS, temp_bytes=temp, flops=flops)
+            return cp.Measured(label, 256, stats, None, None)
+
+        # nothing_saveable: 100 bytes, 200 FLOPs; no remat: 100 FLOPs of the plain step
+        return {
+            "nothing_saveable": row("nothing_saveable", 100, 200.0),
+            cp.NO_REMAT: row(cp.NO_REMAT, 1000, 100.0),
+            "d": row("d", 100 + extra_dots, 200.0 - 100 * spared_dots),
+            "n": row("n", 100 + extra_names, 200.0 - 100 * spared_names),
+        }
+
+    trade_off = cp.gated_verdict({"s": measured(20, 0.7, 10, 0.6)}, "d", "n")
+    assert trade_off.startswith("As with the two-matrix MLP, neither policy wins")
+    assert "keeps 10 B more" in trade_off
+    one_ahead = cp.gated_verdict({"s": measured(20, 0.5, 10, 0.6)}, "d", "n")
+    assert one_ahead.startswith("Here one policy is ahead")
+
+
+def test_the_recorded_gpu_trade_reads_the_committed_run():
+    trades = cp.recorded_gpu_trades()
+    assert trades, "the site commits an H200 run of the sharded step"
+    for t in trades:
+        assert t.device and t.jax
+        assert set(t.temp_bytes) == {"nothing_saveable", DOTS_NB}
+        text = t.verdict(DOTS_NB)
+        assert t.device in text
+        assert text.endswith(t.time[DOTS_NB].compare(t.time["nothing_saveable"]))
 
 
 def test_naming_the_probabilities_keeps_them_and_spares_no_product():
@@ -299,6 +391,14 @@ def test_policies_cannot_see_inside_the_kernel_but_can_keep_its_outputs():
         assert runs["save_custom_vjp_outputs"] == 2
     table = cp.flash_table()
     assert table.column("forward kernel runs") == [str(runs[label]) for label in cp.FLASH_CASES]
+    # The page's second caution: combined with a names policy that names the kernel's output,
+    # and a loss whose derivative reads that output, the output is kept twice (once where a
+    # policy sees the kernel as one equation; the named copy alone, and two runs, before).
+    both = cp.flash_loss(cp.BOTH_FLASH_POLICY, name_output=True, squared=True)
+    kept_both = saved_residuals(both, *args).excluding_arguments()
+    outputs = [r for r in kept_both if r.shape == cp.FLASH_SHAPE]
+    assert len(outputs) == (2 if one_equation else 1)
+    assert cp.kernel_runs(both, *args).count("mha_forward") == (1 if one_equation else 2)
 
 
 # --- host offload ---------------------------------------------------------------------------------

@@ -17,14 +17,14 @@ import functools
 import warnings
 from collections.abc import Callable, Sequence
 from types import ModuleType
-from typing import Any
+from typing import Any, Literal
 
 import jax
 import jax.export  # an attribute of jax only once imported, on older releases
 import jax.numpy as jnp
 from jax.ad_checkpoint import checkpoint_name
 
-from examples.tools import compat
+from examples.tools import compat, models
 from examples.tools.display import Table, format_bytes, format_ratio
 from examples.tools.jaxprs import walk
 from examples.tools.measure import (
@@ -50,27 +50,58 @@ LONG = dataclasses.replace(SHORT, seq=1024)
 # --- the model -----------------------------------------------------------------------------------
 
 
-def init(cfg: Config) -> tuple[dict[str, jax.Array], jax.Array]:
-    """bfloat16 weights (stacked over layers) and a bfloat16 batch of inputs."""
-    params = jax.tree.map(lambda w: w.astype(DTYPE), init_params(cfg))
+Mlp = Literal["gelu", "gated"]
+
+
+def gated_block(
+    h: jax.Array, p: dict[str, jax.Array], heads: int, attention: Attention = "dot_product_attention"
+) -> jax.Array:
+    """The block with a gated (SwiGLU) MLP, as Llama-style models and MaxText's default have it:
+    ``(silu(x @ w_gate) * (x @ w_up)) @ w_down``, three matrices of ``d × r·d`` instead of two.
+    The attention is :func:`~examples.tools.models.named_block`'s; the gate's and the up
+    projection's outputs are named ``"mlp_gate"`` and ``"mlp_up"``."""
+    b, s, d = h.shape
+    qkv = checkpoint_name(models.rms_norm(h) @ p["wqkv"], "qkv")
+    q, k, v = (t.reshape(b, s, heads, d // heads) for t in jnp.split(qkv, 3, axis=-1))
+    attended = jax.nn.dot_product_attention(q, k, v)
+    h = h + attended.reshape(b, s, d) @ p["wo"]
+    n = models.rms_norm(h)
+    gate = checkpoint_name(n @ p["w_gate"], "mlp_gate")
+    up = checkpoint_name(n @ p["w_up"], "mlp_up")
+    return h + (jax.nn.silu(gate) * up) @ p["w_down"]
+
+
+def init(cfg: Config, mlp: Mlp = "gelu") -> tuple[dict[str, jax.Array], jax.Array]:
+    """bfloat16 weights (stacked over layers) and a bfloat16 batch of inputs; with
+    ``mlp="gated"``, the gated MLP's three matrices instead of ``w1`` and ``w2``."""
+    params = init_params(cfg)
+    if mlp == "gated":
+        d, hidden = cfg.width, cfg.mlp_ratio * cfg.width
+        shapes = {"w_gate": (d, hidden), "w_up": (d, hidden), "w_down": (hidden, d)}
+        keys = jax.random.split(jax.random.key(2), len(shapes))
+        params = {name: w for name, w in params.items() if name in ("wqkv", "wo")} | {
+            name: jax.random.normal(key, (cfg.layers, *shape)) / shape[0] ** 0.5
+            for key, (name, shape) in zip(keys, shapes.items(), strict=True)
+        }
+    params = jax.tree.map(lambda w: w.astype(DTYPE), params)
     return params, init_inputs(cfg).astype(DTYPE)
 
 
 def layer_fn(
-    cfg: Config, policy: Any, attention: Attention = "dot_product_attention"
+    cfg: Config, policy: Any, attention: Attention = "dot_product_attention", mlp: Mlp = "gelu"
 ) -> Callable[[jax.Array, Any], jax.Array]:
     """One layer's block; checkpointed with ``policy`` unless ``policy`` is :data:`NO_REMAT`."""
     layer: Callable[[jax.Array, Any], jax.Array] = functools.partial(
-        block, heads=cfg.heads, attention=attention
+        gated_block if mlp == "gated" else block, heads=cfg.heads, attention=attention
     )
     return layer if policy is NO_REMAT else jax.checkpoint(layer, policy=policy, prevent_cse=False)
 
 
 def make_loss(
-    cfg: Config, policy: Any, attention: Attention = "dot_product_attention"
+    cfg: Config, policy: Any, attention: Attention = "dot_product_attention", mlp: Mlp = "gelu"
 ) -> Callable[[Any, jax.Array], jax.Array]:
     """Scan the block over the layers; the loss is the mean square of the output, in float32."""
-    layer = layer_fn(cfg, policy, attention)
+    layer = layer_fn(cfg, policy, attention, mlp)
 
     def loss(params: Any, x: jax.Array) -> jax.Array:
         h = scan_layers(layer, params, x)
@@ -92,6 +123,18 @@ CANDIDATES: dict[str, Any] = {
     "dots_with_no_batch_dims_saveable": P.dots_with_no_batch_dims_saveable,
     'save_only_these_names("qkv", "mlp_pre")': P.save_only_these_names(*KEEP_NAMES),
     "dots_saveable": P.dots_saveable,
+}
+#: The names worth keeping in :func:`gated_block`: the attention projection and the MLP's two
+#: products whose outputs the backward pass reads.
+GATED_KEEP_NAMES = ("qkv", "mlp_gate", "mlp_up")
+#: The candidates measured on the gated block (the attention questions are the same as above).
+GATED_CANDIDATES: dict[str, Any] = {
+    NO_REMAT: NO_REMAT,
+    "nothing_saveable": P.nothing_saveable,
+    "dots_with_no_batch_dims_saveable": P.dots_with_no_batch_dims_saveable,
+    'save_only_these_names("qkv", "mlp_gate", "mlp_up")': P.save_only_these_names(
+        *GATED_KEEP_NAMES
+    ),
 }
 
 
@@ -135,20 +178,25 @@ def measure(
     labels: Sequence[str] | None = None,
     repeats: int = MIN_REPEATS,
     timed: bool = True,
+    mlp: Mlp = "gelu",
 ) -> dict[str, Measured]:
     """Compile ``jax.value_and_grad`` of the scanned loss for each candidate, and time the
-    compiled steps in turns (:func:`examples.tools.measure.time_interleaved`)."""
-    params, x = init(cfg)
+    compiled steps in turns (:func:`examples.tools.measure.time_interleaved`). ``mlp="gated"``
+    measures :func:`gated_block` with :data:`GATED_CANDIDATES`."""
+    candidates = GATED_CANDIDATES if mlp == "gated" else CANDIDATES
+    params, x = init(cfg, mlp)
     one_layer = jax.tree.map(lambda w: w[0], params)
-    labels = list(labels or CANDIDATES)
-    steps = {label: jax.value_and_grad(make_loss(cfg, CANDIDATES[label])) for label in labels}
+    labels = list(labels or candidates)
+    steps = {
+        label: jax.value_and_grad(make_loss(cfg, candidates[label], mlp=mlp)) for label in labels
+    }
     compiled, times = {}, {}
     if timed:  # compiled as they run; the figures are read off the executables timed
         compiled = {label: jax.jit(s).lower(params, x).compile() for label, s in steps.items()}
         times = time_interleaved(compiled, params, x, repeats=repeats)
     out = {}
     for label in labels:
-        kept = saved_residuals(layer_fn(cfg, CANDIDATES[label]), x, one_layer)
+        kept = saved_residuals(layer_fn(cfg, candidates[label], mlp=mlp), x, one_layer)
         stats = stats_of(compiled[label]) if timed else compiled_stats(steps[label], params, x)
         out[label] = Measured(label, cfg.seq, stats, kept.excluding_arguments(), times.get(label))
     return out
@@ -175,6 +223,27 @@ def spared_text(t: Trade) -> str:
     recomputation, so where XLA's count for the policy's step falls to (or below) the count for
     the step without remat, the share is "all" (the page says why the count can go lower)."""
     return "all" if t.spared >= 0.995 else f"{t.spared:.0%}"
+
+
+def gated_verdict(runs: dict[str, dict[str, Measured]], dots: str, names: str) -> str:
+    """The dots policy against the names policy in each run: the memory it keeps more and the
+    shares of the recomputation each spares, led by whether one of them wins on both counts."""
+    parts, trade_off = [], True
+    for measured in runs.values():
+        td, tn = trade(measured, dots), trade(measured, names)
+        more = td.extra_bytes - tn.extra_bytes
+        trade_off = trade_off and (more > 0) == (td.spared > tn.spared)
+        parts.append(
+            f"at {measured[dots].seq} tokens, {dots} keeps {format_bytes(abs(more))} "
+            f"{'more' if more >= 0 else 'less'} than the names policy and spares "
+            f"{spared_text(td)} of the recomputation against {spared_text(tn)}"
+        )
+    lead = (
+        "As with the two-matrix MLP, neither policy wins on both counts"
+        if trade_off
+        else "Here one policy is ahead on both counts in some run"
+    )
+    return f"{lead}: {'; '.join(parts)}."
 
 
 def largest_kept(m: Measured) -> str:
@@ -240,6 +309,54 @@ def square_share(m: Measured, seq: int) -> float:
     return square / m.kept.nbytes if m.kept.nbytes else 0.0
 
 
+# --- the same trade, recorded on a GPU ----------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordedTrade:
+    """Two policies' device temporaries and step times from a committed GPU run of the sharded
+    step's recorder (:mod:`examples.howto.offload`, data under ``examples/data/offload``)."""
+
+    device: str
+    jax: str
+    config: Config
+    temp_bytes: dict[str, int]
+    time: dict[str, Timing]
+
+    def verdict(self, label: str, base: str = "nothing_saveable") -> str:
+        """``label`` against ``base``: memory as a ratio, time by :meth:`Timing.compare`."""
+        t, b = self.time[label], self.time[base]
+        ratio = self.temp_bytes[label] / self.temp_bytes[base]
+        return (
+            f"on an {self.device} (jax {self.jax}), {label} needed "
+            f"{format_bytes(self.temp_bytes[label])} of device temporaries against "
+            f"{format_bytes(self.temp_bytes[base])} for {base} ({ratio:.1f} times), at "
+            f"{t} per step against {b}: {t.compare(b)}"
+        )
+
+
+def recorded_gpu_trades(
+    labels: Sequence[str] = ("nothing_saveable", "dots_with_no_batch_dims_saveable"),
+) -> list[RecordedTrade]:
+    """The committed GPU runs that timed every one of ``labels``."""
+    from examples.howto import offload
+
+    trades = []
+    for run in offload.load_all():
+        by_policy = {r.policy: r for r in run.results}
+        if all(label in by_policy and by_policy[label].step for label in labels):
+            trades.append(
+                RecordedTrade(
+                    device=run.runinfo["device"],
+                    jax=run.runinfo["jax"],
+                    config=run.config,
+                    temp_bytes={label: by_policy[label].temp_bytes for label in labels},
+                    time={label: Timing(**by_policy[label].step) for label in labels},
+                )
+            )
+    return trades
+
+
 # --- what a policy sees of the attention ---------------------------------------------------------
 
 
@@ -256,10 +373,44 @@ def attention_products(cfg: Config = SHORT) -> list[tuple[str, bool]]:
     return found
 
 
-def attention_crossover(cfg: Config) -> int:
+def attention_crossover(cfg: Config, mlp: Mlp = "gelu") -> int:
     """The sequence length from which the attention's two products (4·s·d FLOPs a token) cost
-    more than the block's products with its weights ((8 + 4·mlp_ratio)·d² a token)."""
+    more than the block's products with its weights: (8 + 4·r)·d² a token with a two-matrix MLP
+    of ratio r, (8 + 6·r)·d² with a gated one (three matrices)."""
+    if mlp == "gated":
+        return int((2 + 1.5 * cfg.mlp_ratio) * cfg.width)
     return (2 + cfg.mlp_ratio) * cfg.width
+
+
+def product_flops(cfg: Config, mlp: Mlp = "gelu") -> dict[str, float]:
+    """XLA's FLOP count of one layer's forward products, from the compiled programs: the
+    attention's two (queries × keys, probabilities × values) and the products with the weights
+    (the forward pass of the block less the attention's). A check on
+    :func:`attention_crossover`'s arithmetic, by the compiler's count."""
+    params, x = init(cfg, mlp)
+    one_layer = jax.tree.map(lambda w: w[0].astype(jnp.float32), params)
+    x = x.astype(jnp.float32)
+    b, s, d = x.shape
+    q = jnp.zeros((b, s, cfg.heads, d // cfg.heads), jnp.float32)
+
+    def flops(f: Callable[..., Any], *args: Any) -> float:
+        cost = compat.cost_analysis(jax.jit(f).lower(*args).compile())
+        return float(cost["flops"]) if cost else 0.0
+
+    def products(q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
+        logits = jnp.einsum("bqhd,bkhd->bhqk", q, k)
+        return jnp.einsum("bhqk,bkhd->bqhd", logits, v)
+
+    def weights_only(h: jax.Array, p: dict[str, jax.Array]) -> jax.Array:
+        out = (h @ p["wqkv"])[..., :d] @ p["wo"]
+        if mlp == "gated":
+            return out + ((h @ p["w_gate"]) * (h @ p["w_up"])) @ p["w_down"]
+        return out + (h @ p["w1"]) @ p["w2"]
+
+    return {
+        "attention": flops(products, q, q, q),
+        "weights": flops(weights_only, x, one_layer),
+    }
 
 
 def recomputed_products(cfg: Config, policy: Any, attention: Attention) -> int:
@@ -329,20 +480,31 @@ def flash_inputs() -> tuple[jax.Array, jax.Array, jax.Array]:
     return q, k, v
 
 
-def flash_loss(policy: Any, name_output: bool = False) -> Callable[..., jax.Array]:
+def flash_loss(
+    policy: Any, name_output: bool = False, squared: bool = False
+) -> Callable[..., jax.Array]:
     """A loss around one fused attention call, checkpointed with ``policy`` (or not at all).
 
-    ``name_output`` tags the kernel's output ``"attn_out"`` with ``checkpoint_name``.
+    ``name_output`` tags the kernel's output ``"attn_out"`` with ``checkpoint_name``. The loss is
+    the sum of the output, linear, so that the listing shows only what the attention keeps; with
+    ``squared`` it is the sum of its squares, whose derivative reads the output, as the out
+    projection after an attention does.
     """
     mha = flash_attention()
 
     def attend(q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
         out: jax.Array = mha(q, k, v)
-        return checkpoint_name(out, "attn_out") if name_output else out
+        out = checkpoint_name(out, "attn_out") if name_output else out
+        return jnp.square(out.astype(jnp.float32)) if squared else out
 
     fn = attend if policy is NO_REMAT else jax.checkpoint(attend, policy=policy)
-    # A linear loss, so that the listing shows only what the attention keeps.
     return lambda q, k, v: jnp.sum(fn(q, k, v).astype(jnp.float32))
+
+
+#: ``save_custom_vjp_outputs`` combined with a names policy that names the kernel's output.
+BOTH_FLASH_POLICY = P.save_from_both_policies(
+    P.save_only_these_names("attn_out"), save_custom_vjp_outputs
+)
 
 
 #: What the page tries on the fused kernel: label -> (policy, name the output?).
