@@ -79,7 +79,7 @@ def test_two_lists_of_names_of_one_length_show_which_names_differ():
 def test_every_release_has_its_page_and_the_pages_are_the_generators_output():
     folder = DOCS / "reference" / release_views.FOLDER
     records = releases.load_all()
-    expected = {f"{release_views.slug(r)}.md": release_views.page(r) for r in records}
+    expected = {f"{release_views.slug(r)}.md": release_views.page(r, records) for r in records}
     found = {p.name: p.read_text(encoding="utf-8") for p in folder.glob("jax-*.md")}
     assert set(found) == set(expected), "run `python -m examples.reference.release_views`"
     for name, text in expected.items():
@@ -87,8 +87,9 @@ def test_every_release_has_its_page_and_the_pages_are_the_generators_output():
 
 
 def test_a_page_is_named_by_its_version_and_says_so_in_its_title():
-    for rec in releases.load_all():
-        text = release_views.page(rec)
+    records = releases.load_all()
+    for rec in records:
+        text = release_views.page(rec, records)
         version = release_table.release(rec)
         assert f"\n# jax {version}\n" in text
         assert release_views.slug(rec) == "jax-" + version.replace(".", "-")
@@ -113,3 +114,14 @@ def test_the_overview_has_one_row_per_reason_and_a_column_per_release():
     assert "this JAX has no jax_remat3 flag" in reasons
     # The 564-row table of (test, reason) pairs is now this many rows.
     assert len(table.rows) < 40
+
+
+def test_links_written_for_the_reference_folder_work_from_a_view():
+    assert release_views.from_view("[a](policies.md#x), [b](../tutorial/t.md)") == (
+        "[a](../policies.md#x), [b](../../tutorial/t.md)"
+    )
+    kept = "[c](https://github.com/x), [d](#here)"
+    assert release_views.from_view(kept) == kept
+    records = releases.load_all()
+    for link in release_views.pages_changed(records, records[0]):
+        assert "](../" in link, link
