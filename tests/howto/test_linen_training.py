@@ -115,6 +115,85 @@ def test_an_automatically_named_block_is_renamed_by_the_lift():
     assert names(Block) == ["Block_0"]
     assert names(nn.remat(Block, static_argnums=(2,))) == ["CheckpointBlock_0"]
 
+    # linen derives initial keys from the path, so the renamed block starts elsewhere; a named
+    # one (the page's Transformer names its blocks) starts from the same weights.
+    def init_values(block, name=None):
+        class One(nn.Module):
+            @nn.compact
+            def __call__(self, x):
+                return block(TINY.width, TINY.heads, name=name)(x, False)
+
+        return One().init(jax.random.key(0), x)["params"]
+
+    def leaves(tree):
+        return [np.asarray(a) for a in jax.tree.leaves(tree)]
+
+    lifted = nn.remat(Block, static_argnums=(2,))
+    auto = zip(leaves(init_values(Block)), leaves(init_values(lifted)), strict=True)
+    assert not all(np.array_equal(a, b) for a, b in auto)
+    named = zip(leaves(init_values(Block, "b")), leaves(init_values(lifted, "b")), strict=True)
+    assert all(np.array_equal(a, b) for a, b in named)
+
+
+def test_a_flag_passed_by_keyword_is_refused_and_by_position_or_as_a_field_works():
+    x = jnp.ones((TINY.batch, TINY.seq, TINY.width))
+    rngs = {"params": jax.random.key(0), "dropout": jax.random.key(1)}
+    lifted = nn.remat(Block, static_argnums=(2,))
+    with pytest.raises(ValueError, match="can only take integer values"):
+        lifted(TINY.width, TINY.heads).init(rngs, x, train=True)
+    by_position = lifted(TINY.width, TINY.heads).init(rngs, x, True)
+    as_field = nn.remat(Block)(TINY.width, TINY.heads, train=True).init(rngs, x)
+    assert jax.tree.map(jnp.shape, by_position) == jax.tree.map(jnp.shape, as_field)
+
+
+# --- batch normalization --------------------------------------------------------------------
+
+
+def test_batch_statistics_are_updated_once_under_the_checkpoint():
+    x = jax.random.normal(jax.random.key(3), (16, 8))
+    with pytest.raises(jax.errors.TracerBoolConversionError):
+        lt.batch_stats_step(nn.remat(lt.BatchNormBlock), x)
+    grads_plain, plain = lt.batch_stats_step(lt.BatchNormBlock, x)
+    grads_remat, remat = lt.batch_stats_step(nn.remat(lt.BatchNormBlock, static_argnums=(2,)), x)
+    for a, b in zip(jax.tree.leaves(plain), jax.tree.leaves(remat), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    for a, b in zip(jax.tree.leaves(grads_plain), jax.tree.leaves(grads_remat), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-5)
+    # One momentum step from the initial statistics (mean 0, variance 1), in NumPy float64: the
+    # recomputation in the backward pass did not update them a second time.
+    model = lt.BatchNormBlock(8)
+    dense = model.init(jax.random.key(0), x, True)["params"]["Dense_0"]
+    y = np.asarray(x, np.float64) @ np.asarray(dense["kernel"], np.float64) + np.asarray(
+        dense["bias"], np.float64
+    )
+    m = model.momentum
+    stats = remat["BatchNorm_0"]
+    np.testing.assert_allclose(np.asarray(stats["mean"]), (1 - m) * y.mean(0), rtol=1e-4,
+                               atol=1e-6)  # fmt: skip
+    np.testing.assert_allclose(np.asarray(stats["var"]), m + (1 - m) * y.var(0), rtol=1e-4)
+
+
+def test_a_collection_left_out_of_variable_axes_is_dropped_silently():
+    class Sowing(nn.Module):
+        @nn.compact
+        def __call__(self, x, _):
+            y = nn.Dense(x.shape[-1])(x)
+            self.sow("intermediates", "y", y)
+            return y, None
+
+    x = jnp.ones((2, 8))
+
+    def sown(variable_axes):
+        stack = nn.scan(nn.remat(Sowing, prevent_cse=False), variable_axes=variable_axes,
+                        split_rngs={"params": True}, in_axes=nn.broadcast, length=4)()  # fmt: skip
+        variables = stack.init(jax.random.key(0), x, None)
+        _, state = stack.apply(variables, x, None, mutable=["intermediates"])
+        return state
+
+    assert sown({"params": 0}) == {}
+    kept = sown({"params": 0, "intermediates": 0})
+    assert jax.tree.map(jnp.shape, kept["intermediates"]["y"]) == ((4, 2, 8),)
+
 
 def test_a_train_field_needs_no_static_argnums():
     model = nn.remat(Block)(TINY.width, TINY.heads, train=True)
@@ -414,8 +493,10 @@ def test_a_donating_step_writes_params_and_optimizer_state_in_place():
 
 def test_the_in_short_stack_runs_as_written_and_the_bare_block_does_not():
     page = (Path(__file__).resolve().parents[2] / "docs/howto/remat-linen.md").read_text()
-    short = page[page.index("In short") : page.index(":::", page.index("In short") + 20)]
-    call = " ".join(re.search(r"`(nn\.scan\(nn\.remat\(ScanBlock.*?)`", short, re.S)[1].split())
+    short = page[page.index("In short") : page.index("::::", page.index("In short") + 20)]
+    code = re.search(r"```python\n(.*?)```", short, re.S)[1]
+    # the call as one line, without the trailing comma Python allows in the written form
+    call = " ".join(code[code.index("nn.scan(") :].split()).replace(", )", ")")
     stack = eval(call, {"nn": nn, "ScanBlock": ScanBlock, "L": TINY.layers})
     model = ScannedTransformer(stack=stack, width=TINY.width, heads=TINY.heads, vocab=32)
     written = lt.param_shapes(model, tiny_batch())

@@ -99,6 +99,43 @@ class ScanBlock(Block):
         return super().__call__(x, train), None
 
 
+# --- batch normalization under the checkpoint -------------------------------------------------
+
+
+class BatchNormBlock(nn.Module):
+    """A residual layer with batch normalization: its running statistics are updated while
+    training (``use_running_average=not train``) and read otherwise."""
+
+    width: int
+    momentum: float = 0.9
+
+    @nn.compact
+    def __call__(self, x: jax.Array, train: bool) -> jax.Array:
+        y = nn.Dense(self.width)(x)
+        y = nn.BatchNorm(use_running_average=not train, momentum=self.momentum)(y)
+        out: jax.Array = x + nn.relu(y)
+        return out
+
+
+def batch_stats_step(block: Callable[..., nn.Module], x: jax.Array) -> tuple[Params, Params]:
+    """One training gradient of a :class:`BatchNormBlock` (plain or lifted): the gradient of the
+    parameters and the updated ``batch_stats``, from the same initial variables."""
+    model = block(x.shape[-1])
+    variables = model.init(jax.random.key(0), x, True)
+
+    def loss(params: Params) -> tuple[jax.Array, Params]:
+        y, updates = model.apply(
+            {"params": params, "batch_stats": variables["batch_stats"]},
+            x,
+            True,
+            mutable=["batch_stats"],
+        )
+        return jnp.sum(y**2), updates["batch_stats"]
+
+    (_, stats), grads = jax.value_and_grad(loss, has_aux=True)(variables["params"])
+    return grads, stats
+
+
 # --- the models -------------------------------------------------------------------------------
 
 
