@@ -413,3 +413,31 @@ def test_an_offloaded_value_is_listed_as_the_device_put_that_moves_it():
     assert {r.primitive for r in kept} == {"device_put"}
     if hasattr(jax.core.ShapedArray((1,), np.float32), "memory_space"):
         assert all(r.source is None for r in kept)
+
+
+def test_scaled_matmul_kept_as_the_source_says():
+    # jax/_src/ad_checkpoint.py names the cuDNN scaled matmul in dots_saveable (jax 0.10.2 on);
+    # jax 0.5.0 has no such clause. The page's sentence follows the measured answers.
+    import inspect
+
+    from jax._src import ad_checkpoint
+
+    in_source = "scaled_matmul_wrapper" in inspect.getsource(ad_checkpoint.dots_saveable)
+    kept = policies.scaled_matmul_kept()
+    assert kept["dots_saveable"] is in_source
+    assert kept["no_batch_dims, batch 2"] is False
+    assert kept["no_batch_dims, batch 1"] is in_source
+    assert kept["offload, batch 1"] != "Offloadable"
+    sentence = policies.scaled_matmul_sentence(kept)
+    assert ("also keeps" in sentence) is in_source
+    assert ("leading (batch) dimension is 1" in sentence) is in_source
+
+
+def test_import_jax_alone_does_not_make_ad_checkpoint_an_attribute():
+    # The page's comment on `import jax.ad_checkpoint`, in a fresh interpreter.
+    import subprocess
+    import sys
+
+    code = "import jax\ntry:\n    jax.ad_checkpoint\nexcept AttributeError:\n    print('absent')"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "absent"

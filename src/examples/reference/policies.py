@@ -446,3 +446,51 @@ def alias_listed_with_its_input(name: str = "hidden") -> bool:
     entries are one buffer: ``checkpoint_name`` is an identity."""
     listing = residuals(None).excluding_arguments()
     return name in [r.name for r in listing] and "tanh" in [r.primitive for r in listing]
+
+
+class _StandIn:
+    """A stand-in primitive: the dots policies read only a primitive's name and operand shapes."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def scaled_matmul_kept() -> dict[str, Any]:
+    """What the dots policies answer for ``scaled_matmul_wrapper``, the cuDNN scaled (FP8, MXFP8)
+    matrix product, whose operands' leading dimension is the batch: a stand-in with that name,
+    asked with a leading dimension of 1 and of 2. The offload policy's answer is the class name
+    of what it returns (``RecomputeType``: recomputed)."""
+    stand_in = _StandIn("scaled_matmul_wrapper")
+    one, two = (jax.ShapeDtypeStruct((n, 4, 4), jnp.float32) for n in (1, 2))
+    offload = P.offload_dot_with_no_batch_dims("device", "pinned_host")
+    return {
+        "dots_saveable": bool(P.dots_saveable(stand_in, one, one)),
+        "no_batch_dims, batch 1": bool(P.dots_with_no_batch_dims_saveable(stand_in, one, one)),
+        "no_batch_dims, batch 2": bool(P.dots_with_no_batch_dims_saveable(stand_in, two, two)),
+        "offload, batch 1": type(offload(stand_in, one, one)).__name__,
+    }
+
+
+def scaled_matmul_sentence(kept: dict[str, Any]) -> str:
+    """The page's sentence on :func:`scaled_matmul_kept`."""
+    if not kept["dots_saveable"]:
+        return (
+            "This JAX's `dots_saveable` does not keep `scaled_matmul_wrapper`, the cuDNN scaled "
+            "(FP8, MXFP8) matrix product of GPUs: under it that product is recomputed"
+        )
+    batch_one = kept["no_batch_dims, batch 1"] and not kept["no_batch_dims, batch 2"]
+    return (
+        "On this JAX, `dots_saveable` also keeps the output of `scaled_matmul_wrapper`, the cuDNN "
+        "scaled (FP8, MXFP8) matrix product of GPUs, found by its primitive's name"
+        + (
+            "; `dots_with_no_batch_dims_saveable` keeps it only when its operands' leading "
+            "(batch) dimension is 1"
+            if batch_one
+            else ""
+        )
+        + (
+            ", and `offload_dot_with_no_batch_dims` never offloads it"
+            if kept["offload, batch 1"] != "Offloadable"
+            else ""
+        )
+    )
