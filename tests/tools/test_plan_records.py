@@ -17,12 +17,13 @@ from examples.tools.plan_records import (
     reference_args,
     reference_plans,
     reference_step,
+    reference_targets,
     save,
 )
 from examples.tools.plans import NO_REMAT, Plans, compile_plan
 from examples.tools.targets import TARGETS, compiler_available, installed_compilers, target
 
-ACCELERATORS = [name for name, t in TARGETS.items() if t.platform != "cpu"]
+ACCELERATORS = reference_targets(TARGETS)
 #: The order the policies imply: each saves a subset of what the one after it saves.
 ORDER = ("nothing_saveable", "dots_with_no_batch_dims_saveable", "everything_saveable")
 

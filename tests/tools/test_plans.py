@@ -150,7 +150,7 @@ def test_plan_gives_one_row_per_target_and_policy_and_round_trips_as_json():
     table = plans.table()
     assert table.column("policy") == ["no remat", "nothing_saveable"]
     assert table.column("target") == ["cpu", "cpu"]
-    assert "total / device memory" in table.header
+    assert {"total", "compiler's peak", "budget"} <= set(table.header)
     assert (
         plans.get("cpu", "nothing_saveable").temp_bytes <= plans.get("cpu", "no remat").temp_bytes
     )
@@ -237,3 +237,106 @@ def test_the_tpu_compiler_refuses_a_plan_over_its_hbm():
     assert "CompileTimeHbmOom" in p.error.message
     assert p.error.required_bytes > p.error.available_bytes
     assert p.error.available_bytes <= target("tpu-v5e:1x1").memory_bytes
+
+
+# --- budgets, XLA's options and log, and the FLOPs of a full step --------------------------------
+
+
+def a_plan(platform, total_parts, peak, budget):
+    temps, arguments = total_parts
+    return Plan(target="x", label="l", device_kind="k", device_count=1, memory_bytes=100,
+                temp_bytes=temps, argument_bytes=arguments, output_bytes=0, alias_bytes=0,
+                generated_code_bytes=0, host_temp_bytes=0, peak_bytes=peak, flops=None,
+                bytes_accessed=None, cost_source=None, collectives={}, compile_seconds=0.0,
+                budget_bytes=budget, platform=platform)  # fmt: skip
+
+
+def test_a_tpu_plan_is_judged_by_the_compilers_peak_and_others_by_their_total():
+    """The TPU compiler returns plans whose total is over the chip's memory while its own peak
+    is within what it can use: the peak is what it judges, so the plan fits there."""
+    tpu, gpu = a_plan("tpu", (60, 30), 80, 90), a_plan("cuda", (60, 30), 80, 89)
+    assert tpu.total_bytes == 90 and tpu.judged_bytes == 80 and tpu.fits
+    assert gpu.judged_bytes == 90 and not gpu.fits
+
+
+def test_the_budget_is_the_targets_own_limit_unless_the_caller_gives_one():
+    x = x_of(32)
+    default = compile_plan(make_step(NO_REMAT), W, x, target="cpu")
+    assert default.budget_bytes == target("cpu").budget_bytes
+    share = compile_plan(make_step(NO_REMAT), W, x, target="cpu", budget=0.5)
+    assert share.budget_bytes == int(target("cpu").memory_bytes * 0.5)
+    tight = compile_plan(make_step(NO_REMAT), W, x, target="cpu", budget=default.total_bytes - 1)
+    assert not tight.fits and tight.error is None
+    exact = compile_plan(make_step(NO_REMAT), W, x, target="cpu", budget=default.total_bytes)
+    assert exact.fits
+    assert Plan.from_dict(tight.as_dict()) == tight
+
+
+def test_the_gpu_budget_is_the_compilers_base_limit():
+    # XLA's GPU compiler logs "exceeds the base limit (67982747238)" for an H100's memory
+    assert target("h100-80gb x8").budget_bytes == 67_982_747_238
+    assert target("tpu-v5e:2x2").budget_bytes == round(15.75 * 1024**3)
+
+
+def test_compiler_options_reach_xla_and_are_recorded():
+    off = {"xla_disable_hlo_passes": "rematerialization"}
+    p = compile_plan(make_step(NO_REMAT), W, x_of(32), target="cpu", compiler_options=off)
+    assert p.compiler_options == off and p.xla_remat_off
+    with pytest.raises(Exception, match="no_such_option"):
+        compile_plan(make_step(NO_REMAT), W, x_of(32), target="cpu",
+                     compiler_options={"no_such_option": "1"})  # fmt: skip
+
+
+def test_xla_log_lines_are_captured_and_still_written(capfd):
+    import os
+
+    lines: list[str] = []
+    with plans_module._xla_log(lines):
+        os.write(2, b"W1204 22:00:00.000000   1 hlo_rematerialization.cc:3402] Can't reduce\n")
+        os.write(2, b"not a log line\n")
+    assert lines == ["W1204 22:00:00.000000   1 hlo_rematerialization.cc:3402] Can't reduce"]
+    assert "Can't reduce" in capfd.readouterr().err
+
+
+def test_step_flops_counts_each_dot_once_per_layer_and_the_policys_recomputation():
+    """Against the count by hand: each layer's forward is one (B, 64) x (64, 64) product; its
+    backward two more (for the input and the weight); nothing_saveable recomputes the forward."""
+    forward = 2 * 32 * 64 * 64
+    layers = W.shape[0]
+    none = plans_module.step_flops(make_step(NO_REMAT), W, x_of(32))
+    nothing = plans_module.step_flops(make_step(jax.checkpoint_policies.nothing_saveable),
+                                      W, x_of(32))  # fmt: skip
+    assert none == 3 * forward * layers
+    assert nothing == 4 * forward * layers
+
+
+@pytest.mark.parametrize("label", ["no remat", "nothing_saveable"])
+def test_step_flops_scale_with_the_layers_while_the_compilers_count_does_not(label):
+    """The decoder compiled at 2 and 4 layers: XLA's cost analysis counts the scanned layer once
+    (its FLOPs barely move), step_flops counts it once per layer (the layers' share doubles), and
+    without remat it is three times the forward's products, counted by hand."""
+    import dataclasses
+
+    from examples.howto import fit_model as fm
+
+    def counts(layers):
+        cfg = dataclasses.replace(fm.DEMO, layers=layers)
+        step, args = fm.make_step(cfg, fm.POLICIES[label]), fm.abstract_args(cfg, 2)
+        compiled = compile_plan(step, *args, target="cpu")
+        return plans_module.step_flops(step, *args), compiled.flops
+
+    (two, xla_two), (four, xla_four) = counts(2), counts(4)
+    c = fm.DEMO
+    layer = 2 * c.seq * c.width * ((c.heads + 2 * c.kv_heads) * c.head_dim) \
+        + 2 * c.seq * c.heads * c.head_dim * c.width + 2 * c.seq * 3 * c.width * c.mlp \
+        + 2 * 2 * c.seq * c.seq * c.heads * c.head_dim  # one sequence's forward products
+    unembed = 2 * c.seq * c.width * c.vocab
+    per_layer = (four - two) / 2  # two sequences' work in one more layer
+    if label == "no remat":
+        assert two == 2 * 3 * (2 * layer + unembed)
+        assert per_layer == 2 * 3 * layer
+    else:  # the forward recomputed, less what the backward never reads (the last product)
+        assert 2 * 3 * layer < per_layer <= 2 * 4 * layer
+        assert two - 2 * per_layer == 2 * 3 * unembed  # outside the layers: no recomputation
+    assert four / two > 1.5  # the layers dominate this step
+    assert abs(xla_four / xla_two - 1) < 0.05  # the compiler's count: the layer once

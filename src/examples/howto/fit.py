@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import functools
 import json
 import sys
 from collections.abc import Sequence
@@ -32,7 +33,7 @@ from jax.sharding import PartitionSpec as Spec
 from examples.howto import fit_model as fm
 from examples.tools import plan_records, recorded
 from examples.tools.display import Table, format_bytes
-from examples.tools.plans import Plan, Plans, compile_plan, largest_batch, plan
+from examples.tools.plans import Plan, Plans, compile_plan, largest_batch, plan, step_flops
 from examples.tools.targets import devices, machine
 from examples.tools.targets import target as find_target
 
@@ -72,6 +73,9 @@ class Record:
     batch: int  #: the per-device batch of :attr:`plans`
     plans: list[Plan]
     largest: list[Search]
+    #: policy -> per-device batch -> the plan compiled again with XLA's own rematerialization
+    #: pass disabled (``--xla_disable_hlo_passes=rematerialization``)
+    xla_remat_off: dict[str, dict[int, Plan]] = dataclasses.field(default_factory=dict)
 
     @property
     def config(self) -> fm.ModelConfig:
@@ -97,6 +101,10 @@ class Record:
                  "tried": {str(b): p.as_dict() for b, p in sorted(s.tried.items())}}
                 for s in self.largest
             ],
+            "xla_remat_off": {
+                label: {str(b): p.as_dict() for b, p in sorted(by_batch.items())}
+                for label, by_batch in self.xla_remat_off.items()
+            },
         }  # fmt: skip
 
 
@@ -111,7 +119,12 @@ def load(path: str | Path) -> Record:
                    {int(b): Plan.from_dict(p) for b, p in s["tried"].items()})
             for s in data["largest"]
         ]  # fmt: skip
-        return Record(data["runinfo"], data["target"], data["model"], data["batch"], plans, largest)
+        off = {
+            label: {int(b): Plan.from_dict(p) for b, p in by_batch.items()}
+            for label, by_batch in data.get("xla_remat_off", {}).items()
+        }
+        return Record(data["runinfo"], data["target"], data["model"], data["batch"], plans,
+                      largest, off)  # fmt: skip
     except (KeyError, TypeError) as err:
         raise FitRecordError(f"{path.name}: {err!r}") from err
 
@@ -120,8 +133,9 @@ def load_all(folder: str | Path = PLANS) -> list[Record]:
     """Every fit record in ``folder`` (``fit-*.json``), those of one target and model merged
     (compiles are slow, so one target's plans and batch searches may be recorded in parts)."""
     merged: dict[tuple[str, str], Record] = {}
-    for path in sorted(Path(folder).glob("fit-*.json")):
-        rec = load(path)
+    loaded = [(path, load(path)) for path in sorted(Path(folder).glob("fit-*.json"))]
+    # oldest first, so that a newer compile of the same policy and batch replaces an older one
+    for path, rec in sorted(loaded, key=lambda pr: (pr[1].runinfo.get("date", ""), pr[0].name)):
         key = (rec.target["name"], rec.model["name"])
         if key not in merged:
             merged[key] = rec
@@ -134,21 +148,32 @@ def load_all(folder: str | Path = PLANS) -> list[Record]:
             first.plans += rec.plans
             first.batch = rec.batch
         first.largest += rec.largest
+        for label, by_batch in rec.xla_remat_off.items():
+            first.xla_remat_off.setdefault(label, {}).update(by_batch)
     order = list(fm.POLICIES)
     for rec in merged.values():
+        rec.plans.sort(key=lambda p: order.index(p.label) if p.label in order else len(order))
         _complete(rec)
         rec.largest.sort(key=lambda s: order.index(s.label) if s.label in order else len(order))
     return list(merged.values())
 
 
 def _complete(rec: Record) -> None:
-    """Where a search's largest batch fits and the plans' common batch is the one above it, under
-    the same policy and not fitting, that plan is the failure above the answer: keep it."""
+    """One search per policy: the compiles of every search of it, and the plan of that policy
+    at the record's common batch, are all evidence for the largest batch within the budget
+    (:func:`within_budget`)."""
+    by_label: dict[str, Search] = {}
     for s in rec.largest:
+        if s.label in by_label:
+            by_label[s.label].tried.update(s.tried)
+        else:
+            by_label[s.label] = Search(s.label, s.batch, s.fail_batch, dict(s.tried))
+    for s in by_label.values():
         common = next((p for p in rec.plans if p.label == s.label), None)
-        above = s.batch is not None and rec.batch == s.batch + 1
-        if s.fail_batch is None and above and common is not None and not common.fits:
-            s.fail_batch, s.tried[rec.batch] = rec.batch, common
+        if common is not None and rec.batch not in s.tried:
+            s.tried[rec.batch] = common
+        s.batch, s.fail_batch = within_budget(s)
+    rec.largest = list(by_label.values())
 
 
 # --- compiling ------------------------------------------------------------------------------------
@@ -158,7 +183,14 @@ def _mesh(target: str) -> Mesh:
     return Mesh(np.array(devices(target), dtype=object), ("fsdp",))
 
 
-def compile_step(cfg: fm.ModelConfig, target: str, label: str, per_device: int) -> Plan:
+#: The compiler option that turns XLA's own rematerialization pass off.
+XLA_REMAT_OFF = {"xla_disable_hlo_passes": "rematerialization"}
+
+
+def compile_step(
+    cfg: fm.ModelConfig, target: str, label: str, per_device: int,
+    compiler_options: dict[str, str] | None = None,
+) -> Plan:  # fmt: skip
     """The target compiler's plan for one training step under one policy (FSDP over every
     device, parameters and Adam's state donated)."""
     n = find_target(target).device_count
@@ -168,6 +200,7 @@ def compile_step(cfg: fm.ModelConfig, target: str, label: str, per_device: int) 
             fm.make_step(cfg, fm.POLICIES[label]), *fm.abstract_args(cfg, per_device * n),
             target=target, label=label, in_specs=fm.in_specs(cfg),
             out_specs=(weights, opt, Spec()), donate_argnums=(0, 1),
+            compiler_options=compiler_options,
         )  # fmt: skip
 
 
@@ -193,10 +226,13 @@ def record(
     largest: tuple[int, int] | None = None,
     largest_labels: Sequence[str] | None = None,
     progress: Path | None = None,
+    xla_remat_off: bool = False,
 ) -> Record:
     """Compile every policy of ``labels`` at ``batch`` per device and, with ``largest``, search
-    the largest batch of each of ``largest_labels`` (default: ``labels``). ``progress``: a file
-    rewritten with the record so far after each policy (compiles are slow)."""
+    the largest batch of each of ``largest_labels`` (default: ``labels``) that fits the target's
+    budget. With ``xla_remat_off``, every plan that fits (at ``batch``, and each search's answer)
+    is compiled again with XLA's own rematerialization pass off. ``progress``: a file rewritten
+    with the record so far after each policy (compiles are slow)."""
     info = {**machine(), "date": datetime.date.today().isoformat()}
     model = {**dataclasses.asdict(cfg), "params": fm.param_count(cfg)}
     rec = Record(info, find_target(target).as_dict(), model, batch, [], [])
@@ -213,6 +249,13 @@ def record(
         for label in largest_labels or labels:
             rec.largest.append(search(cfg, target, label, *largest))
             done(f"largest {label}: {rec.largest[-1].batch}")
+    if xla_remat_off:
+        fitting = [(p.label, batch) for p in rec.plans if p.fits]
+        fitting += [(s.label, s.batch) for s in rec.largest if s.batch is not None]
+        for label, b in dict.fromkeys(fitting):
+            off = compile_step(cfg, target, label, b, XLA_REMAT_OFF)
+            rec.xla_remat_off.setdefault(label, {})[b] = off
+            done(f"{label} at {b}, XLA's rematerialization off: fits: {off.fits}")
     return rec
 
 
@@ -221,11 +264,16 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--target", required=True, help="a name of examples.tools.targets.TARGETS")
     p.add_argument("--config", required=True, choices=sorted(fm.CONFIGS))
     p.add_argument("--batch", type=int, default=0, help="sequences per device (with --policies)")
-    p.add_argument("--policies", nargs="*", default=list(fm.POLICIES), metavar="LABEL")
+    p.add_argument("--policies", nargs="*", default=None, metavar="LABEL",
+                   help="policies to plan at --batch (default: all of them, if --batch is given)")
     p.add_argument("--largest", nargs=2, type=int, metavar=("LO", "HI"))
     p.add_argument("--largest-policies", nargs="*", metavar="LABEL")
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("--progress", type=Path, help="a file rewritten with the record so far")
+    p.add_argument("--xla-remat-off", action="store_true",
+                   help="compile each plan that fits again with XLA's rematerialization pass off")
+    p.add_argument("--xla-remat-off-at", nargs="*", default=[], metavar="LABEL@BATCH",
+                   help="compile these (policy, per-device batch) with XLA's pass off")
     return p
 
 
@@ -254,6 +302,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"wrote {plan_records.save(plans, argv[1])}")
         return 0
     args = parser().parse_args(argv)
+    if args.policies is None:
+        args.policies = list(fm.POLICIES) if args.batch else []
     for label in [*args.policies, *(args.largest_policies or [])]:
         if label not in fm.POLICIES:
             parser().error(f"unknown policy {label!r}; known: {', '.join(map(repr, fm.POLICIES))}")
@@ -262,44 +312,203 @@ def main(argv: Sequence[str] | None = None) -> int:
     rec = record(
         fm.CONFIGS[args.config], args.target, args.batch, args.policies,
         tuple(args.largest) if args.largest else None, args.largest_policies, args.progress,
+        args.xla_remat_off,
     )  # fmt: skip
+    for item in args.xla_remat_off_at:
+        label, _, b = item.rpartition("@")
+        if label not in fm.POLICIES:
+            parser().error(f"unknown policy {label!r} in {item!r}")
+        off = compile_step(fm.CONFIGS[args.config], args.target, label, int(b), XLA_REMAT_OFF)
+        rec.xla_remat_off.setdefault(label, {})[int(b)] = off
+        print(f"{label} at {b}, XLA's rematerialization off: fits: {off.fits}", file=sys.stderr)
+        if args.progress is not None:
+            args.progress.write_text(json.dumps(rec.as_dict(), indent=1) + "\n", encoding="utf-8")
     recorded.write_new(args.out, rec.as_dict())
-    print(plans_table(rec).to_text())
+    if rec.plans:
+        print(plans_table(rec).to_text())
     return 0
 
 
 # --- what the page shows --------------------------------------------------------------------------
 
+#: Where each platform's "compiler's count" of FLOPs comes from (:attr:`Plan.cost_source`).
+COST_SOURCES = {
+    "compiled": "the compiler's own cost analysis",
+    "compiled HLO, XLA's CPU cost analysis": (
+        "XLA's CPU cost model applied to the GPU-compiled module (compile-only GPUs report none)"
+    ),
+}
+#: The FLOPs every table counts per step (:func:`program_flops`).
+PROGRAM_FLOPS = (
+    "matrix-multiply FLOPs of the step's program (its jaxpr, before XLA), every layer counted"
+)
 
-def verdict(p: Plan) -> str:
+
+@functools.lru_cache(maxsize=None)
+def program_flops(cfg: fm.ModelConfig, label: str) -> float:
+    """One sequence's share of a training step's matmul FLOPs under a policy, every scanned
+    layer counted (:func:`~examples.tools.plans.step_flops`; the same for every target, and
+    proportional to the batch)."""
+    return step_flops(fm.make_step(cfg, fm.POLICIES[label]), *fm.abstract_args(cfg, 1))
+
+
+def recompute_ratio(cfg: fm.ModelConfig, label: str) -> float:
+    """A full step's matmul FLOPs under ``label`` over no remat's, at the same batch."""
+    return program_flops(cfg, label) / program_flops(cfg, "no remat")
+
+
+def xla_remat_off(rec: Record, label: str, batch: int) -> Plan | None:
+    """The plan at ``batch`` compiled again with XLA's rematerialization pass off, if recorded."""
+    return rec.xla_remat_off.get(label, {}).get(batch)
+
+
+def fits_only_through_xla(rec: Record, p: Plan, batch: int) -> bool:
+    """The plan fits, and the same compile with XLA's own rematerialization pass off does not."""
+    off = xla_remat_off(rec, p.label, batch)
+    return p.fits and off is not None and not off.fits
+
+
+def verdict(p: Plan, rec: Record | None = None, batch: int | None = None) -> str:
+    """A plan against its budget, in words."""
     if p.error is not None:
-        return "compiler: out of memory"
-    return "fits" if p.fits else "over memory"
+        return "refused: out of memory"
+    if not p.fits:
+        return "over budget"
+    if rec is not None and batch is not None and fits_only_through_xla(rec, p, batch):
+        return "fits only through XLA's own remat"
+    return "fits"
+
+
+def _tflops(x: float | None) -> str:
+    return "n/a" if x is None else f"{x / 1e12:,.1f}"
+
+
+def _gib(n: int | None) -> str:
+    return "n/a" if n is None else format_bytes(n)
+
+
+def budget_text(rec: Record) -> str:
+    """The budget of a record's plans, and what is compared with it."""
+    t = find_target(rec.target["name"])
+    judged = "the compiler's peak" if t.platform == "tpu" else "the plan's total"
+    return f"budget {format_bytes(t.budget_bytes)} per device ({t.budget_source}), against {judged}"
+
+
+def cost_source(plans: Sequence[Plan]) -> str:
+    sources = {p.cost_source for p in plans if p.cost_source}
+    return "; ".join(COST_SOURCES.get(s, s) for s in sorted(sources)) or "none reported"
+
+
+def caption(rec: Record, what: str) -> str:
+    """A table's caption: plan, the target, the budget, where the FLOPs come from."""
+    cfg = rec.config
+    return (
+        f"{what}: {rec.target['name']}, the {cfg.name.upper()} model; {budget_text(rec)}. "
+        f"TFLOPs per step: {PROGRAM_FLOPS}. The compiler's count: "
+        f"{cost_source(rec.plans or [p for s in rec.largest for p in s.tried.values()])}, "
+        f"which counts the scanned layer once."
+    )
 
 
 def plans_table(rec: Record) -> Table:
-    """One row per policy: per-device bytes against the device's memory, FLOPs, the verdict."""
-    rows = []
+    """One row per policy at the record's batch: per-device bytes, the verdict against the
+    budget, the step's FLOPs (every layer) and their ratio to no remat's, the compiler's count."""
+    cfg, rows = rec.config, []
     for p in rec.plans:
-        na = "n/a"
+        step = program_flops(cfg, p.label) * rec.batch
         rows.append([
-            f"`{p.label}`",
-            na if p.temp_bytes is None else format_bytes(p.temp_bytes),
-            na if p.argument_bytes is None else format_bytes(p.argument_bytes),
-            na if p.output_bytes is None else format_bytes(p.output_bytes),
-            na if p.alias_bytes is None else format_bytes(p.alias_bytes),
-            na if p.total_bytes is None else format_bytes(p.total_bytes),
-            format_bytes(p.memory_bytes),
-            na if p.flops is None else f"{p.flops / 1e12:,.1f}",
-            verdict(p),
+            f"`{p.label}`", _gib(p.temp_bytes), _gib(p.total_bytes), _gib(p.peak_bytes),
+            verdict(p, rec, rec.batch), _tflops(step),
+            f"{recompute_ratio(cfg, p.label):.2f}×", _tflops(p.flops),
         ])  # fmt: skip
-    header = ["policy", "temporaries", "arguments", "outputs", "aliased", "total",
-              "device memory", "TFLOPs", "plan"]  # fmt: skip
-    return Table(header, rows)
+    header = ["policy", "temporaries", "total", "compiler's peak", "plan", "TFLOPs per step",
+              "vs no remat", "compiler's count"]  # fmt: skip
+    return Table(header, rows, caption=caption(rec, f"Plan at {rec.batch} sequences per device"))
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def verdict_line(rec: Record, plans: Sequence[tuple[Plan, int]] | None = None) -> str:
+    """One line: which policies fit within the budget, and the one with least recomputation."""
+    if plans is None:
+        plans = [(p, rec.batch) for p in rec.plans]
+    cfg = rec.config
+    fitting = [(p, b) for p, b in plans if p.fits and not fits_only_through_xla(rec, p, b)]
+    budget = format_bytes(find_target(rec.target["name"]).budget_bytes)
+    if not fitting:
+        return f"**Verdict:** no policy here fits within the {budget} budget."
+    best, _ = min(fitting, key=lambda pb: (recompute_ratio(cfg, pb[0].label), pb[0].label))
+    names = ", ".join(f"`{p.label}`" for p, _ in fitting)
+    return (
+        f"**Verdict:** within the {budget} budget, {names} fit; the least recomputation among "
+        f"them is `{best.label}` ({recompute_ratio(cfg, best.label):.2f}× no remat's FLOPs per "
+        f"step)."
+    )
+
+
+def within_budget(s: Search) -> tuple[int | None, int | None]:
+    """The largest tried batch whose plan fits the budget, and the smallest tried batch above
+    it that does not (None where no tried batch is). A record searched against another limit
+    keeps its compiles; the answer is exact where the two are one batch apart."""
+    fitting = [b for b, p in s.tried.items() if p.fits]
+    best = max(fitting) if fitting else None
+    above = [b for b, p in s.tried.items() if not p.fits and (best is None or b > best)]
+    return best, (min(above) if above else None)
+
+
+def largest_rows(rec: Record) -> list[tuple[Search, int | None, int | None]]:
+    return [(s, *within_budget(s)) for s in rec.largest]
+
+
+def largest_table(rec: Record) -> Table:
+    """Per policy: the largest per-device batch within the budget, its plan, the same compile
+    with XLA's own remat off, the FLOPs XLA added, and the step's FLOPs per sequence."""
+    cfg, rows = rec.config, []
+    for s, best, above in largest_rows(rec):
+        if best is None:
+            answer = f"none from {above}" if above is not None else "none"
+        elif above is None or above > best + 1:
+            answer = f"at least {best}"
+        else:
+            answer = str(best)
+        fit = None if best is None else s.tried[best]
+        off = None if best is None else xla_remat_off(rec, s.label, best)
+        added = None
+        if fit is not None and off is not None and fit.flops is not None and off.flops is not None:
+            added = fit.flops - off.flops
+        rows.append([
+            f"`{s.label}`", answer,
+            "n/a" if fit is None else _gib(fit.judged_bytes),
+            "n/a" if fit is None else verdict(fit, rec, best),
+            "not compiled" if off is None else f"{_gib(off.judged_bytes)}, {verdict(off)}",
+            "n/a" if added is None else _tflops(added),
+            f"{program_flops(cfg, s.label) / 1e12:,.1f}",
+            f"{recompute_ratio(cfg, s.label):.2f}×",
+        ])  # fmt: skip
+    header = ["policy", "largest batch per device", "its plan", "verdict",
+              "with XLA's remat off", "compiler's TFLOPs added by XLA's remat",
+              "TFLOPs per sequence", "vs no remat"]  # fmt: skip
+    return Table(header, rows, caption=caption(rec, "Plans found by compiling"))
+
+
+def largest_verdict_line(rec: Record) -> str:
+    """One line: each policy's largest batch within the budget, and the least recomputation."""
+    cfg, parts, fitting = rec.config, [], []
+    for s, best, above in largest_rows(rec):
+        if best is None:
+            parts.append(f"`{s.label}` none")
+            continue
+        only_xla = fits_only_through_xla(rec, s.tried[best], best)
+        exact = above is not None and above == best + 1
+        parts.append(f"`{s.label}` {'' if exact else 'at least '}{best}"
+                     + (" (only through XLA's own remat)" if only_xla else ""))  # fmt: skip
+        if not only_xla:
+            fitting.append(s.label)
+    budget = format_bytes(find_target(rec.target["name"]).budget_bytes)
+    line = f"**Verdict:** sequences per device within the {budget} budget: {', '.join(parts)}."
+    if not fitting:
+        return line + " No policy fits."
+    best_label = min(fitting, key=lambda label: (recompute_ratio(cfg, label), label))
+    return line + (f" The least recomputation among them: `{best_label}` "
+                   f"({recompute_ratio(cfg, best_label):.2f}× no remat's FLOPs per step).")
 
 
 def source(rec: Record) -> str:
@@ -314,46 +523,9 @@ def source(rec: Record) -> str:
     )
 
 
-def flops_per_sequence(p: Plan, batch: int) -> float | None:
-    """The plan's FLOPs per sequence of one device (``None`` where the plan has none)."""
-    return None if p.flops is None else p.flops / batch
-
-
-def largest_table(rec: Record) -> Table:
-    """Per policy: the largest per-device batch that fits, its total against the device's memory,
-    the batch above and what the compiler said of it, and the FLOPs per sequence at that batch
-    against no remat's at the largest batch no remat fits."""
-    base = next((s for s in rec.largest if s.label == "no remat"), None)
-    base_flops = None if base is None or base.fit is None else base.fit.flops
-    base_per_seq = None if base is None or base_flops is None else base_flops / (base.batch or 1)
-    rows = []
-    for s in rec.largest:
-        fit, fail = s.fit, s.fail
-        per_seq = None if fit is None or s.batch is None else flops_per_sequence(fit, s.batch)
-        ratio = "n/a" if not per_seq or not base_per_seq else f"{per_seq / base_per_seq:.2f}×"
-        rows.append([
-            f"`{s.label}`",
-            "none" if s.batch is None else str(s.batch),
-            "n/a" if fit is None or fit.total_bytes is None else format_bytes(fit.total_bytes),
-            "none tried" if s.fail_batch is None else str(s.fail_batch),
-            "n/a" if fail is None else _fail_text(fail),
-            ratio,
-        ])  # fmt: skip
-    header = ["policy", "largest batch per device", "its total", "next batch", "its plan",
-              "FLOPs per sequence vs no remat"]  # fmt: skip
-    return Table(header, rows)
-
-
-def _fail_text(p: Plan) -> str:
-    if p.error is not None and p.error.required_bytes:
-        return f"compiler: out of memory ({format_bytes(p.error.required_bytes)} of temporaries)"
-    if p.total_bytes is not None:
-        return f"{format_bytes(p.total_bytes)}: over memory"
-    return verdict(p)
-
-
-def explorer_table(plans: Plans, measured: Any) -> Table:
-    """The explorer's H100 record (measured on the GPU) beside the H100 compiler's plan."""
+def explorer_table(plans: Plans, measured: Any, plan_jax: str) -> Table:
+    """The explorer's H100 record (compiled on a GPU, jax of that run) beside the compile-only
+    H100 plan of this page's jax: both are the compiler's plans, not measured peaks."""
     rows = []
     for p in plans.plans:
         result = next((r for r in measured.results if r.policy == p.label), None)
@@ -361,32 +533,29 @@ def explorer_table(plans: Plans, measured: Any) -> Table:
             continue
         rows.append([f"`{p.label}`", format_bytes(result.temp_bytes), format_bytes(p.temp_bytes),
                      f"{p.temp_bytes / result.temp_bytes:.2f}×"])  # fmt: skip
-    return Table(["policy", "measured on an H100 (temporaries)", "planned (temporaries)",
-                  "plan / measured"], rows)  # fmt: skip
+    jax_run, jax_plan = measured.runinfo["jax"], plan_jax
+    return Table(["policy", f"plan on an H100 (jax {jax_run})",
+                  f"compile-only plan (jax {jax_plan})", "ratio"], rows,
+                 caption="Plans (temporaries per device), both from the H100 compiler's "
+                         "memory_analysis(); neither is a measured peak")  # fmt: skip
 
 
 def near_limit_table(rec: Record, label: str = "no remat") -> Table:
-    """One policy's plans at the largest batch that fits and the batch above it: what the
-    compiler did when the plan outgrew the device (FLOPs per sequence show any recomputation
-    it added on its own)."""
+    """One policy's compiles near the budget: what the compiler did as the plan outgrew it."""
     rows = []
     for s in rec.largest:
         if s.label != label:
             continue
         for batch in sorted(s.tried):
             p = s.tried[batch]
-            per_seq = flops_per_sequence(p, batch)
             rows.append([
-                str(batch),
-                "n/a" if p.temp_bytes is None else format_bytes(p.temp_bytes),
-                "n/a" if p.total_bytes is None else format_bytes(p.total_bytes),
-                format_bytes(p.memory_bytes),
-                "n/a" if per_seq is None else f"{per_seq / 1e9:,.0f}",
-                verdict(p),
+                str(batch), _gib(p.temp_bytes), _gib(p.total_bytes),
+                "n/a" if p.flops is None else f"{p.flops / batch / 1e9:,.0f}",
+                verdict(p, rec, batch),
             ])  # fmt: skip
-    header = ["batch per device", "temporaries", "total", "device memory",
-              "GFLOPs per sequence", "plan"]  # fmt: skip
-    return Table(header, rows)
+    header = ["batch per device", "temporaries", "total", "compiler's GFLOPs per sequence",
+              "plan"]  # fmt: skip
+    return Table(header, rows, caption=caption(rec, f"Plans of `{label}` near the budget"))
 
 
 def first_error(records: Sequence[Record]) -> tuple[Record, Plan]:
@@ -398,20 +567,84 @@ def first_error(records: Sequence[Record]) -> tuple[Record, Plan]:
     raise LookupError("no record holds a compiler out-of-memory error")
 
 
-def flops_sentence(rec: Record, other: str = "minimal (MaxText)") -> str:
-    """How no remat's FLOPs compare with ``other``'s in one record's plans, in words."""
-    none, kept = rec.plan("no remat"), rec.plan(other)
-    if none.flops is None or kept.flops is None:
-        return "The compiler reported no FLOPs for these plans."
-    figures = (
-        f"Without remat the plan counts {none.flops / 1e12:,.1f} TFLOPs, and with "
-        f"{other}, which recomputes attention, {kept.flops / 1e12:,.1f}"
-    )
-    if none.flops <= kept.flops or none.fits:
-        return f"{figures}."
-    return (
-        f"{figures}. The plan that asks for no recomputation does more work. It is over the "
-        f"device's memory, and there XLA's GPU compiler runs its own rematerialization pass, "
-        f"which recomputes values jax.checkpoint never asked it to: the likeliest source of "
-        f"the extra FLOPs."
-    )
+def xla_log_lines(records: Sequence[Record], needle: str) -> list[tuple[Record, Plan, str]]:
+    """Every logged compiler line containing ``needle``, with its record and plan."""
+    found = []
+    for rec in records:
+        plans = [*rec.plans, *(p for s in rec.largest for p in s.tried.values())]
+        plans += [p for by_batch in rec.xla_remat_off.values() for p in by_batch.values()]
+        for p in plans:
+            found += [(rec, p, line) for line in p.log if needle in line]
+    return found
+
+
+# --- a time estimate ------------------------------------------------------------------------------
+
+#: Published dense peak rates per device: (FLOP/s for bfloat16 matmuls, FLOP/s for float32 matmuls
+#: as XLA runs them by default, HBM bytes/s, source).
+PEAKS: dict[str, tuple[float, float, float, str]] = {
+    "NVIDIA H100 80GB HBM3": (989e12, 494.5e12, 3.35e12, "NVIDIA H100 SXM data sheet (dense)"),
+    "NVIDIA H200": (989e12, 494.5e12, 4.8e12, "NVIDIA H200 SXM data sheet (dense)"),
+    "NVIDIA A100-SXM4-80GB": (312e12, 156e12, 2.039e12, "NVIDIA A100 data sheet (dense)"),
+    "TPU v5 lite": (197e12, 197e12, 819e9, "Google Cloud TPU v5e documentation"),
+    "TPU v6 lite": (918e12, 918e12, 1640e9, "Google Cloud TPU v6e documentation"),
+    "TPU v5": (459e12, 459e12, 2765e9, "Google Cloud TPU v5p documentation"),
+}
+
+
+def peaks_for(device_kind: str) -> tuple[float, float, float, str]:
+    for kind, peaks in PEAKS.items():
+        if device_kind.startswith(kind):
+            return peaks
+    raise KeyError(f"no published peak rates for {device_kind!r}")
+
+
+def roofline_seconds(flops: float, device_kind: str, dtype: str = "bfloat16") -> float:
+    """The time of ``flops`` matmul FLOPs on one device at its published dense peak: a lower
+    bound on a step's time (memory traffic, communication and other work not counted)."""
+    bf16, f32, _bw, _ = peaks_for(device_kind)
+    return flops / (bf16 if dtype == "bfloat16" else f32)
+
+
+def estimate_table(rec: Record) -> Table:
+    """Per policy at the record's batch: the compute-bound time estimate of one step."""
+    cfg, rows = rec.config, []
+    kind = rec.target["device_kind"]
+    for p in rec.plans:
+        step = program_flops(cfg, p.label) * rec.batch
+        rows.append([f"`{p.label}`", _tflops(step),
+                     f"{roofline_seconds(step, kind) * 1e3:,.0f} ms", verdict(p, rec, rec.batch)])
+    _, _, _, where = peaks_for(kind)
+    return Table(["policy", "TFLOPs per step per device", "estimate at peak", "plan"], rows,
+                 caption=f"Estimate, not a measurement: {rec.target['name']}, the "
+                         f"{cfg.name.upper()} model at {rec.batch} sequences per device; "
+                         f"matmul FLOPs over the bfloat16 dense peak ({where})")  # fmt: skip
+
+
+def explorer_estimates(run: Any) -> Table:
+    """The explorer's measured step times on a GPU beside the same step's compute-bound
+    estimate (its float32 matmuls at the GPU's float32 dense peak, as XLA runs them)."""
+    from examples.explorer import model as em
+    from examples.tools.models import init_inputs, init_params
+
+    cfg = run.config
+    args = jax.eval_shape(lambda: (init_params(cfg), init_inputs(cfg)))
+    kind = run.runinfo["device"]
+    rows = []
+    for r in run.results:
+        if r.policy not in em.POLICIES or r.step_time_s is None:
+            continue
+        flops = step_flops(jax.grad(em.make_loss(cfg, em.POLICIES[r.policy])), *args)
+        est = roofline_seconds(flops, kind, "float32")
+        rows.append([f"`{r.policy}`", f"{flops / 1e12:,.2f}", f"{est * 1e3:,.1f} ms",
+                     f"{r.step_time_s * 1e3:,.1f} ms", f"{est / r.step_time_s:.0%}"])
+    _, _, _, where = peaks_for(kind)
+    return Table(["policy", "TFLOPs per step", "estimate at peak", "measured",
+                  "estimate / measured"], rows,
+                 caption=f"Estimate beside measurement: the explorer's gradient on one {kind} "
+                         f"(jax {run.runinfo['jax']}); the estimate is its float32 matmul FLOPs "
+                         f"at the float32 (TF32) dense peak ({where})")  # fmt: skip
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -67,10 +67,15 @@ command (``nox -s plans -- python -m examples.tools.plan_records record``).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
+import os
+import re
+import sys
+import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -110,6 +115,14 @@ class Plan:
     collectives: dict[str, int]
     compile_seconds: float
     error: OutOfMemory | None = None
+    #: the memory the plan is judged against (:attr:`Target.budget_bytes`, or the caller's)
+    budget_bytes: int | None = None
+    platform: str = ""  #: the target's platform: ``"cpu"``, ``"cuda"`` or ``"tpu"``
+    #: XLA options the compile was given (``{"xla_disable_hlo_passes": "rematerialization"}``)
+    compiler_options: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: what XLA logged while compiling (its warnings and errors, e.g. "Can't reduce memory use
+    #: below ... by rematerialization"), where the compile captured it
+    log: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def total_bytes(self) -> int | None:
@@ -121,9 +134,27 @@ class Plan:
         return arguments + outputs + temps - aliased
 
     @property
+    def judged_bytes(self) -> int | None:
+        """What is compared with the budget: on a TPU the compiler's own peak (it refuses by
+        that figure), elsewhere :attr:`total_bytes`."""
+        if self.platform == "tpu" and self.peak_bytes is not None:
+            return self.peak_bytes
+        return self.total_bytes
+
+    @property
+    def budget(self) -> int:
+        return self.memory_bytes if self.budget_bytes is None else self.budget_bytes
+
+    @property
     def fits(self) -> bool:
-        total = self.total_bytes
-        return self.error is None and total is not None and total <= self.memory_bytes
+        """The compiler returned a plan and :attr:`judged_bytes` is within :attr:`budget`."""
+        judged = self.judged_bytes
+        return self.error is None and judged is not None and judged <= self.budget
+
+    @property
+    def xla_remat_off(self) -> bool:
+        """Compiled with XLA's own rematerialization pass disabled."""
+        return "rematerialization" in self.compiler_options.get("xla_disable_hlo_passes", "")
 
     def as_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -137,6 +168,14 @@ class Plan:
         fields = {k: v for k, v in data.items() if k in names}
         if fields.get("error") is not None:
             fields["error"] = OutOfMemory(**fields["error"])
+        if "platform" not in fields or "budget_bytes" not in fields:  # a record from before both
+            try:
+                t = find_target(fields["target"])
+            except KeyError:
+                t = None
+            fields.setdefault("platform", "" if t is None else t.platform)
+            if t is not None and fields.get("memory_bytes") == t.memory_bytes:
+                fields.setdefault("budget_bytes", t.budget_bytes)
         return cls(**fields)
 
 
@@ -207,6 +246,32 @@ def _costs(compiled: Any) -> tuple[float | None, float | None, str | None]:
     return float(cost["flops"]), None if accessed is None else float(accessed), source
 
 
+@contextlib.contextmanager
+def _xla_log(lines: list[str]) -> Iterator[None]:
+    """Copy what XLA writes to the process's standard error meanwhile into ``lines`` (its
+    warning and error lines, as ``W... file.cc:123] message``), and still write it there."""
+    fd = 2  # XLA writes to the process's file descriptor 2, whatever sys.stderr is
+    try:
+        sys.stderr.flush()
+        saved = os.dup(fd)
+    except OSError:  # no descriptor 2 at all
+        yield
+        return
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), fd)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, fd)
+            os.close(saved)
+            tmp.seek(0)
+            text = tmp.read().decode("utf-8", "replace")
+            if text:
+                os.write(fd, text.encode())
+            lines += [ln[:2000] for ln in text.splitlines() if re.match(r"[WEF]\d{4} ", ln)][:40]
+
+
 def compile_plan(
     fn: Callable[..., Any],
     *args: Any,
@@ -218,12 +283,19 @@ def compile_plan(
     mesh_shape: Sequence[int] | None = None,
     donate_argnums: int | Sequence[int] = (),
     memory_bytes: int | None = None,
+    budget: float | int | None = None,
+    compiler_options: Mapping[str, str] | None = None,
 ) -> Plan:
     """Compile ``jax.jit(fn)`` for ``target`` on abstract ``args`` and read the compiler's plan.
 
-    ``memory_bytes`` replaces the target's device memory in ``fits`` (a test's small limit, or a
-    device with less free memory). A compiler out-of-memory error becomes a Plan whose ``error``
-    holds it; any other error propagates.
+    ``budget`` is what ``fits`` compares the plan with: a float is a share of the device's
+    memory (``0.7`` leaves 30% free), an int a number of bytes; by default the target's
+    :attr:`~examples.tools.targets.Target.budget_bytes` (the compiler's own limit: 80% of a
+    GPU's memory, the TPU compiler's available HBM). ``memory_bytes`` replaces the target's
+    device memory (a test's small limit, or a device with less free memory); given alone, it is
+    the budget too. ``compiler_options`` go to ``Lowered.compile`` (XLA's debug options, e.g.
+    ``{"xla_disable_hlo_passes": "rematerialization"}``). A compiler out-of-memory error becomes
+    a Plan whose ``error`` holds it; any other error propagates.
     """
     t = find_target(target)
     mesh = _mesh(t, mesh_axes, mesh_shape)
@@ -239,8 +311,11 @@ def compile_plan(
     error: OutOfMemory | None = None
     costs: tuple[float | None, float | None, str | None] = (None, None, None)
     collectives: dict[str, int] = {}
+    options = dict(compiler_options or {})
+    log: list[str] = []
     try:
-        compiled = lowered.compile()
+        with _xla_log(log):
+            compiled = lowered.compile(options) if options else lowered.compile()
     except Exception as raised:
         error = OutOfMemory.parse(str(raised))
         if error is None:
@@ -256,12 +331,20 @@ def compile_plan(
     def field(name: str) -> int | None:
         return None if memory is None else compat.memory_field(memory, name)
 
+    memory_total = t.memory_bytes if memory_bytes is None else memory_bytes
+    if isinstance(budget, float):
+        budget_bytes = int(memory_total * budget)
+    elif budget is not None:
+        budget_bytes = int(budget)
+    else:
+        budget_bytes = memory_total if memory_bytes is not None else t.budget_bytes
+
     return Plan(
         target=t.name,
         label=label,
         device_kind=mesh.devices.flat[0].device_kind,
         device_count=t.device_count,
-        memory_bytes=t.memory_bytes if memory_bytes is None else memory_bytes,
+        memory_bytes=memory_total,
         temp_bytes=field("temp_size_in_bytes"),
         argument_bytes=field("argument_size_in_bytes"),
         output_bytes=field("output_size_in_bytes"),
@@ -275,6 +358,10 @@ def compile_plan(
         collectives=collectives,
         compile_seconds=seconds,
         error=error,
+        budget_bytes=budget_bytes,
+        platform=t.platform,
+        compiler_options=options,
+        log=log,
     )
 
 
@@ -291,7 +378,7 @@ class Plans:
     def table(self, caption: str | None = None) -> Table:
         rows = []
         for p in self.plans:
-            verdict = "fits" if p.fits else "does not fit"
+            verdict = "fits" if p.fits else "over budget"
             if p.error is not None:
                 verdict = "compiler: out of memory" + (
                     f" ({format_bytes(p.error.required_bytes)} needed)"
@@ -304,15 +391,17 @@ class Plans:
                     p.label,
                     _bytes(p.temp_bytes),
                     _bytes(p.argument_bytes),
-                    _bytes(p.output_bytes),
-                    f"{_bytes(p.total_bytes)} / {format_bytes(p.memory_bytes)}",
+                    _bytes(p.total_bytes),
+                    _bytes(p.peak_bytes),
+                    format_bytes(p.budget),
                     verdict,
                     "" if p.flops is None else f"{p.flops / 1e9:,.1f}",
                 ]
             )
-        header = ["target", "policy", "temporaries", "arguments", "outputs",
-                  "total / device memory", "fits?", "GFLOPs"]  # fmt: skip
-        align: list[Align] = ["left", "left", "right", "right", "right", "right", "left", "right"]
+        header = ["target", "policy", "temporaries", "arguments", "total", "compiler's peak",
+                  "budget", "fits?", "compiler's GFLOPs"]  # fmt: skip
+        align: list[Align] = ["left", "left", "right", "right", "right", "right", "right",
+                              "left", "right"]  # fmt: skip
         return Table(header, rows, align=align,
                      caption=caption)  # fmt: skip
 
@@ -412,3 +501,61 @@ def largest_batch(
         good, bad = (mid, bad) if fits(mid * multiple_of) else (good, mid)
     best, above = good * multiple_of, bad * multiple_of
     return BatchSearch(t, name, best, tried[best], tried[above], above, tried)
+
+
+# --- the work of a full step ------------------------------------------------------------------
+
+
+def _jaxprs_in(value: Any) -> list[Any]:
+    """The jaxprs an equation's parameter holds (a Jaxpr, a ClosedJaxpr, or a tuple of them)."""
+    if isinstance(value, (tuple, list)):
+        return [j for v in value for j in _jaxprs_in(v)]
+    if hasattr(value, "eqns"):  # a Jaxpr
+        return [value]
+    if hasattr(value, "jaxpr") and hasattr(value, "consts"):  # a ClosedJaxpr
+        return [value.jaxpr]
+    return []
+
+
+def _dot_flops(eqn: Any) -> float:
+    lhs, rhs = (v.aval.shape for v in eqn.invars[:2])
+    (lhs_contract, _), (lhs_batch, rhs_batch) = eqn.params["dimension_numbers"]
+    rhs_free = [d for i, d in enumerate(rhs) if i not in (*rhs_batch, *_rhs_contract(eqn))]
+    return 2.0 * float(np.prod(lhs, dtype=np.float64)) * float(np.prod(rhs_free, dtype=np.float64))
+
+
+def _rhs_contract(eqn: Any) -> tuple[int, ...]:
+    return tuple(eqn.params["dimension_numbers"][0][1])
+
+
+def _count(jaxpr: Any) -> float:
+    total = 0.0
+    for eqn in jaxpr.eqns:
+        name = eqn.primitive.name
+        if name == "dot_general":
+            total += _dot_flops(eqn)
+            continue
+        if name == "cond":  # one branch runs: count the dearest
+            total += max((_count(j) for j in _jaxprs_in(eqn.params["branches"])), default=0.0)
+            continue
+        inner = sum(_count(j) for v in eqn.params.values() for j in _jaxprs_in(v))
+        if name == "scan":
+            inner *= eqn.params["length"]
+        elif name == "while":
+            raise ValueError(
+                "a while loop's trip count is not known when tracing; step_flops counts "
+                "scans (jax.lax.scan, fori_loop with static bounds) only"
+            )
+        total += inner
+    return total
+
+
+def step_flops(fn: Callable[..., Any], *args: Any) -> float:
+    """The matrix-multiply FLOPs of one call of ``fn``, counted in its jaxpr: ``2 * m * n * k``
+    for every ``dot_general``, a scan's body once per iteration, the recomputation a
+    ``jax.checkpoint`` policy asks for included. This is the work the program asks of any
+    compiler, the same for every target; XLA's own rematerialization (which happens later) is
+    not in it, and elementwise work is left out. ``args`` may be shapes
+    (:class:`jax.ShapeDtypeStruct`); nothing is compiled or run."""
+    closed = jax.make_jaxpr(fn)(*args)
+    return _count(closed.jaxpr)

@@ -86,6 +86,14 @@ class Target:
     device_kind: str  #: what the compile-only devices call themselves
     topology: str = ""  #: ``"v5e:2x2"`` for a TPU, ``"1x1x8"`` for GPUs
     spec: str = ""  #: the GPU spec's file name under ``data/targets/``
+    #: the share of ``memory_bytes`` a plan may use (:attr:`budget_bytes`); see :data:`BUDGETS`
+    budget_fraction: float = 1.0
+    budget_source: str = "the device's memory"
+
+    @property
+    def budget_bytes(self) -> int:
+        """The memory a plan is judged against: the compiler's own limit where it has one."""
+        return int(self.memory_bytes * self.budget_fraction)
 
     @property
     def spec_text(self) -> str:
@@ -93,7 +101,7 @@ class Target:
         return (SPECS / self.spec).read_text(encoding="utf-8") if self.spec else ""
 
     def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return {**dataclasses.asdict(self), "budget_bytes": self.budget_bytes}
 
 
 def _spec_memory(spec: str) -> int:
@@ -117,6 +125,18 @@ _TPUS = {
     "v6e": ("TPU v6 lite", 32 * GiB),
     "v5p": ("TPU v5", 95 * GiB),
 }
+#: The budget a plan is judged against, per platform (and TPU generation): the share of device
+#: memory the target's compiler itself aims at. XLA's GPU compiler takes 80% of
+#: ``device_memory_size`` as its base limit (its scheduler logs "exceeds the base limit
+#: (67982747238)" for an H100's 84,978,434,048 bytes); the TPU compiler refuses a plan whose
+#: peak exceeds its "available HBM", which its out-of-memory message gives (15.75G of a v5e's
+#: 16 GiB, 31.24G of a v6e's 32 GiB; for the v5p the same 256 MiB held back is assumed).
+BUDGETS: dict[str, tuple[float, str]] = {
+    "cuda": (0.8, "XLA's GPU compiler's base limit: 80% of device memory"),
+    "v5e": (15.75 / 16, "the TPU compiler's available HBM (its out-of-memory message)"),
+    "v6e": (31.24 / 32, "the TPU compiler's available HBM (its out-of-memory message)"),
+    "v5p": (94.75 / 95, "the chip's HBM less 256 MiB, as the v5e's compiler holds back"),
+}
 #: GPUs: the name, the spec file, the device kind the spec gives.
 _GPUS = {
     "h100-80gb": ("h100_sxm.txtpb", "NVIDIA H100 80GB HBM3"),
@@ -137,6 +157,8 @@ def _tpu(generation: str, shape: str) -> Target:
         memory_source=_TPU_DOCS,
         device_kind=kind,
         topology=f"{generation}:{shape}",
+        budget_fraction=BUDGETS[generation][0],
+        budget_source=BUDGETS[generation][1],
     )
 
 
@@ -151,6 +173,8 @@ def _gpu(name: str, count: int) -> Target:
         device_kind=kind,
         topology=f"1x1x{count}",
         spec=spec,
+        budget_fraction=BUDGETS["cuda"][0],
+        budget_source=BUDGETS["cuda"][1],
     )
 
 
@@ -168,6 +192,7 @@ def _known() -> dict[str, Target]:
         _tpu("v5e", "1x1"),
         _tpu("v5e", "2x2"),
         _tpu("v6e", "2x2"),
+        _tpu("v5e", "4x4"),
         _tpu("v5p", "2x2x1"),
     ]
     return {t.name: t for t in targets}
@@ -179,6 +204,7 @@ TARGETS: dict[str, Target] = _known()
 ALIASES = {
     "tpu-v5e": "tpu-v5e:1x1",
     "tpu-v5e x4": "tpu-v5e:2x2",
+    "tpu-v5e x16": "tpu-v5e:4x4",
     "tpu-v6e x4": "tpu-v6e:2x2",
     "tpu-v5p x4": "tpu-v5p:2x2x1",
 }
@@ -191,7 +217,10 @@ def target(name: str | Target) -> Target:
     found = TARGETS.get(ALIASES.get(name, name))
     if found is None:
         known = ", ".join(repr(n) for n in TARGETS)
-        raise UnknownTarget(f"no target named {name!r}; the known targets are {known}")
+        also = ", ".join(f"{a!r} ({n})" for a, n in ALIASES.items())
+        raise UnknownTarget(
+            f"no target named {name!r}; the known targets are {known}; also accepted: {also}"
+        )
     return found
 
 
