@@ -74,10 +74,14 @@ def test_every_checked_answer_names_an_existing_test():
 
 
 def test_labels_reads_only_labels_before_headings(tmp_path):
-    (tmp_path / "a.md").write_text("(good)=\n\n## Title\n\n(bad)=\ntext\n", encoding="utf-8")
+    (tmp_path / "a.md").write_text(
+        "(good)=\n\n## Title\n\n(bad)=\ntext\n\n(first)=\n(second)=\n## Two labels\n",
+        encoding="utf-8",
+    )
     (tmp_path / "_skip").mkdir()
     (tmp_path / "_skip" / "b.md").write_text("(hidden)=\n# T\n", encoding="utf-8")
-    assert questions.labels(tmp_path) == {"a": {"good"}}
+    assert questions.labels(tmp_path) == {"a": {"good", "first", "second"}}
+    assert questions.section(tmp_path, "a", "first").startswith("## Two labels")
 
 
 def test_the_page_shows_the_modules_rendering():

@@ -89,8 +89,9 @@ _LABEL = re.compile(r"^\(([A-Za-z0-9_-]+)\)=\s*$")
 
 
 def labels(docs: Path) -> dict[str, set[str]]:
-    """Every explicit MyST label in ``docs`` (``(name)=`` on its own line, followed by a heading),
-    by page (its path under ``docs`` without ``.md``)."""
+    """Every explicit MyST label in ``docs`` (``(name)=`` on its own line, followed by a heading,
+    perhaps after other labels of the same heading), by page (its path under ``docs`` without
+    ``.md``)."""
     found: dict[str, set[str]] = {}
     for path in sorted(docs.rglob("*.md")):
         if any(part.startswith(("_", ".")) for part in path.relative_to(docs).parts):
@@ -99,7 +100,11 @@ def labels(docs: Path) -> dict[str, set[str]]:
         page = path.relative_to(docs).with_suffix("").as_posix()
         for i, line in enumerate(lines):
             match = _LABEL.match(line)
-            following = next((x for x in lines[i + 1 :] if x.strip()), "")
+            # The first line after it that is neither blank nor another label (two labels may
+            # name one heading).
+            following = next(
+                (x for x in lines[i + 1 :] if x.strip() and not _LABEL.match(x)), ""
+            )
             if match and following.startswith("#"):
                 found.setdefault(page, set()).add(match.group(1))
     return found
@@ -118,7 +123,14 @@ def section(docs: Path, page: str, label: str) -> str:
     starts = [i for i, line in enumerate(lines) if line.strip() == f"({label})="]
     if not starts:
         raise LookupError(f"no ({label})= on {page}")
-    heading = next((i for i in range(starts[0] + 1, len(lines)) if lines[i].strip()), None)
+    heading = next(
+        (
+            i
+            for i in range(starts[0] + 1, len(lines))
+            if lines[i].strip() and not _LABEL.match(lines[i])
+        ),
+        None,
+    )
     match = _HEADING.match(lines[heading]) if heading is not None else None
     if match is None:
         raise LookupError(f"({label})= on {page} is not followed by a heading")
