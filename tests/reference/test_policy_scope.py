@@ -182,4 +182,4 @@ def test_the_pages_sentences_follow_the_measurements():
         rule = s.custom_rule_name_sentence()
         assert ("reaches no policy" in rule) is (s.custom_rule_name_kept(True) == "nothing")
     else:
-        assert "has no `jax_remat3` flag" in s.custom_rule_name_sentence()
+        assert "which has no such flag" in s.custom_rule_name_sentence()

@@ -195,10 +195,10 @@ def custom_rule_name_sentence() -> str:
     from examples.notes.remat3_check import flag_available
 
     if not flag_available():
-        return f"jax {jax.__version__} has no `jax_remat3` flag to compare with."
+        return f"there is nothing to compare on jax {jax.__version__}, which has no such flag."
     if custom_rule_name_kept(True) == "nothing":
         return (
-            "Under `jax_remat3` on this JAX, a name made inside the forward rule reaches no "
-            "policy: nothing is kept, and `z` is recomputed."
+            "on this JAX, a name made inside the forward rule reaches no policy: nothing is "
+            "kept, and `z` is recomputed."
         )
-    return f"Under `jax_remat3` on this JAX it keeps {custom_rule_name_kept(True)}."
+    return f"on this JAX, the same call keeps {custom_rule_name_kept(True)}."
