@@ -234,3 +234,23 @@ def test_the_roofline_estimate_is_the_flops_over_the_published_peak():
     assert table.caption.startswith("Estimate beside measurement")
     for row in table.rows:  # an estimate at peak is never slower than the run
         assert float(row[-1].rstrip("%")) < 100
+
+
+def test_the_estimate_table_ends_with_the_least_work_that_fits():
+    rec = BY_KEY[("h100-80gb x8", "8b")]
+    line = fit.estimate_verdict_line(rec)
+    fitting = [p for p in rec.plans if p.fits]
+    least = min(fitting, key=lambda p: (fit.program_flops(rec.config, p.label), p.label))
+    assert f"`{least.label}` asks for the least work" in line
+    assert fit.estimate_table(rec).caption.startswith("Estimate, not a measurement")
+
+
+def test_every_plan_the_tpu_compiler_returned_has_its_peak_within_the_budget():
+    """The TPU compiler judges by its own peak: each plan it returned has a peak within the HBM
+    it can use, and its total (which counts reused buffers twice) is above the peak."""
+    tpu = [p for r in RECORDS if r.target["platform"] == "tpu" for p in r.plans if p.error is None]
+    assert tpu
+    for p in tpu:
+        assert p.peak_bytes <= p.budget == fit.find_target(p.target).budget_bytes
+        assert p.fits
+    assert any(p.total_bytes > p.peak_bytes for p in tpu)

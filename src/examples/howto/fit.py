@@ -621,6 +621,18 @@ def estimate_table(rec: Record) -> Table:
                          f"matmul FLOPs over the bfloat16 dense peak ({where})")  # fmt: skip
 
 
+def estimate_verdict_line(rec: Record) -> str:
+    """One line: of the plans that fit the budget, the one with the shortest estimate."""
+    fitting = [p for p in rec.plans if p.fits and not fits_only_through_xla(rec, p, rec.batch)]
+    if not fitting:
+        return "**Verdict:** no plan here fits within the budget."
+    best = min(fitting, key=lambda p: (program_flops(rec.config, p.label), p.label))
+    step = program_flops(rec.config, best.label) * rec.batch
+    ms = roofline_seconds(step, rec.target["device_kind"]) * 1e3
+    return (f"**Verdict:** of the plans within the budget, `{best.label}` asks for the least work: "
+            f"at least {ms:,.0f} ms a step at peak.")
+
+
 def explorer_estimates(run: Any) -> Table:
     """The explorer's measured step times on a GPU beside the same step's compute-bound
     estimate (its float32 matmuls at the GPU's float32 dense peak, as XLA runs them)."""

@@ -41,11 +41,15 @@ What a :class:`Plan` holds, and what it is not:
   (donated buffers reused for outputs) and generated code. :attr:`Plan.total_bytes` is
   arguments + outputs + temporaries - aliased, the sum MaxText's ``print_compiled_memory_stats``
   reports as "Total memory size" (JAX's docs give no formula); generated code is left out of it.
-  ``fits`` compares it with the target's memory (:mod:`examples.tools.targets`). These are the
+  ``fits`` compares it (on a TPU, the compiler's own ``peak_memory_in_bytes``, the figure that
+  compiler refuses by) with a budget: the target's own limit
+  (:attr:`~examples.tools.targets.Target.budget_bytes`: 80% of a GPU's memory, the TPU
+  compiler's available HBM) unless ``budget=`` gives another. These are the
   compiler's plans for the executable it would run, not measured peaks: allocator fragmentation,
   other processes and preallocation are not in them.
 - FLOPs and bytes accessed from ``cost_analysis()``. XLA counts a ``while`` body (a scan over
-  layers) once, not once per iteration. XLA's GPU compiler reports no cost analysis for
+  layers) once, not once per iteration; :func:`step_flops` counts a step's matrix products in
+  its jaxpr with every iteration counted, the same for every target. XLA's GPU compiler reports no cost analysis for
   compile-only devices; there the compiled (GPU-optimised) HLO module is costed by XLA's
   ``HloCostAnalysis`` through the CPU client, and :attr:`Plan.cost_source` says which.
 - collectives counted in the compiled HLO text (each ``all-gather``, ``reduce-scatter``,
@@ -56,6 +60,8 @@ What a :class:`Plan` holds, and what it is not:
   available bytes parsed from it; the plan's byte fields are then ``None``. XLA's GPU compiler
   does not refuse: over memory it logs that its rematerialization pass could not reach the limit
   and returns the plan, whose ``fits`` is then False. Any other compile error propagates.
+- :attr:`Plan.log`: XLA's warning lines while compiling (its rematerialization pass's "Can't
+  reduce memory use below ..."), and :attr:`Plan.compiler_options`, e.g. the pass turned off.
 
 Records: :meth:`Plans.as_dict` / :meth:`Plans.from_dict` and :func:`save` / :func:`load` write
 and read a JSON record (schema ``jax-remat-guide/plans/1``) naming the machine, the jax, jaxlib,
