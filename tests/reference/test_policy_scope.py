@@ -65,6 +65,15 @@ def test_the_outer_policy_decides_as_if_the_inner_checkpoint_were_not_there(rema
     assert len(nothing) == 0
 
 
+def test_the_inner_policy_acts_when_the_backward_pass_recomputes():
+    # The outer keeps nothing either way (the listing is empty), yet keeping "a" inside the
+    # inner checkpoint saves one sin of the recomputation: the inner policy acts there.
+    assert len(_kept(lambda: s.nested(P.nothing_saveable, P.save_only_these_names("a")), None)) == 0
+    recompute_all = s.sines_in_gradient(P.nothing_saveable)
+    keep_a = s.sines_in_gradient(P.save_only_these_names("a"))
+    assert keep_a == recompute_all - 1
+
+
 @pytest.mark.parametrize("remat3_on", FLAGS)
 def test_an_outer_everything_saveable(remat3_on):
     # Default: the outer keeps what no checkpoint at all keeps, the inner policy overruled.

@@ -101,6 +101,14 @@ def nested_table() -> Table:
     return Table(header, rows, align=["left"] * len(header))
 
 
+def sines_in_gradient(inner_policy: Any) -> int:
+    """``sin`` evaluations in the lowered gradient of :func:`nested` with an outer
+    ``nothing_saveable``: the outer keeps nothing, so a difference between inner policies is the
+    inner policy at work while the backward pass recomputes the outer body."""
+    f = nested(P.nothing_saveable, inner_policy)
+    return jax.jit(jax.grad(f)).lower(*nested_inputs()).as_text().count("stablehlo.sine")
+
+
 def nested_everything_sentence() -> str:
     """The page's clause on an outer ``everything_saveable`` around an inner
     ``save_only_these_names("a")``, measured on the installed JAX."""
