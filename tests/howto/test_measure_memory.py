@@ -8,6 +8,7 @@ import logging
 
 import jax
 import jax.numpy as jnp
+import jax.profiler
 import numpy as np
 import pytest
 
@@ -258,3 +259,15 @@ allocation 1: size 64, preallocated-temp:
         ("fusion.1", 32, 32),
     ]
     assert second.kinds.startswith("page 0, parameter 0")
+
+
+def test_a_traced_step_writes_the_files_xprof_reads(tmp_path):
+    """The page's Step 4 traces one step with jax.profiler.trace and lists what it wrote: the
+    XSpace protobuf that XProf's memory viewer reads, and a trace."""
+    step = jax.jit(lambda x: (x @ x).sum())
+    x = jnp.ones((64, 64))
+    step(x).block_until_ready()
+    with jax.profiler.trace(str(tmp_path)):
+        jax.block_until_ready(step(x))
+    written = {p.name.split(".", 1)[1] for p in tmp_path.rglob("*") if p.is_file()}
+    assert "xplane.pb" in written
