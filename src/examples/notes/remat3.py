@@ -540,11 +540,18 @@ def remat3_points() -> list[str] | None:
 
 
 def release_table(records: list[dict[str, Any]]) -> Table:
-    """Each point of the guide on each release the matrix recorded (the release records of
-    :func:`examples.reference.releases.load_all`), read from their ``remat3_points`` fact."""
-    answers = [r["facts"]["remat3_points"] or ["no flag"] * len(POINTS) for r in records]
-    rows = [(point, *(a[i] for a in answers)) for i, (point, _, _) in enumerate(POINTS)]
-    return Table(["point", *(r["runinfo"]["jax"] for r in records)], rows)
+    """Each point of the guide on each release the matrix recorded with the flag (the release
+    records of :func:`examples.reference.releases.load_all`), read from their
+    ``remat3_points`` fact; releases without the flag get no column (the caption names them)."""
+    flagged = [r for r in records if r["facts"]["remat3_points"]]
+    without = [r["runinfo"]["jax"] for r in records if not r["facts"]["remat3_points"]]
+    rows = [
+        (point, *(r["facts"]["remat3_points"][i] for r in flagged))
+        for i, (point, _, _) in enumerate(POINTS)
+    ]
+    caption = f"No `jax_remat3` flag: jax {', '.join(without)}." if without else None
+    header = ["point", *(r["runinfo"]["jax"] for r in flagged)]
+    return Table(header, rows, align=["left"] * len(header), caption=caption)
 
 
 def releases_answering(
