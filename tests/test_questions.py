@@ -9,6 +9,7 @@ or a higher level) holds the answer's key terms, so a link to the wrong section 
 from __future__ import annotations
 
 import dataclasses
+import importlib.metadata
 import re
 from pathlib import Path
 
@@ -165,3 +166,40 @@ def test_missing_terms_reads_the_section_not_the_page(tmp_path):
     (tmp_path / "p.md").write_text(SECTIONED, encoding="utf-8")
     q = dataclasses.replace(QUESTIONS[0], page="p", label="first", terms=("Text One", "two"))
     assert questions.missing_terms(tmp_path, q) == ["two"]
+
+
+# --- Behaviours the questions page states that no other page's test covers -----------------------
+
+
+def test_jax_checkpoint_around_an_nnx_call_that_draws_random_numbers_raises_trace_context_error():
+    # google/flax#5053 on the questions page: a module that reaches the checkpoint other than as
+    # an argument (a bound method, a closure) is mutated from inside the transform; its random
+    # counter is, whenever it draws. nnx.remat, which takes the module as an argument, runs it.
+    jax = pytest.importorskip("jax")
+    nnx = pytest.importorskip("flax.nnx")
+    errors = pytest.importorskip("flax.errors")
+
+    class Layer(nnx.Module):
+        def __init__(self, rngs):
+            self.linear = nnx.Linear(4, 4, rngs=rngs)
+            self.dropout = nnx.Dropout(0.5, rngs=rngs)
+
+        def __call__(self, x):
+            return self.dropout(self.linear(x))
+
+    layer = Layer(nnx.Rngs(0))
+    x = jax.numpy.ones((2, 4))
+    flax_version = tuple(int(p) for p in importlib.metadata.version("flax").split(".")[:2])
+    try:
+        jax.grad(lambda x: jax.checkpoint(lambda x: layer(x).sum())(x))(x)
+    except errors.TraceContextError as error:
+        assert "from a different trace level" in str(error)
+        assert flax_version >= (0, 11), "flax 0.10.3 let the counter change (the matrix's oldest)"
+    else:
+        # Measured: flax 0.10.3 (jax 0.5.0) lets the call through and leaves a tracer in the
+        # counter, which the next call trips on; 0.12.8 and 0.12.12 raise at once.
+        assert flax_version < (0, 12), f"flax {flax_version} no longer raises TraceContextError"
+        with pytest.raises(jax.errors.UnexpectedTracerError):
+            layer(x)
+    loss = nnx.remat(lambda m, x: m(x).sum())(Layer(nnx.Rngs(0)), x)
+    assert loss.shape == ()
