@@ -218,7 +218,8 @@ def batch_sharded(x: jax.Array, axis: str = "fsdp") -> jax.Array:
     """Keep ``x`` sharded along its batch axis where the ambient mesh (``jax.set_mesh``) has
     ``axis``; unchanged elsewhere. Without it, XLA's partitioner may keep whole batches on every
     device and split the weights' axes instead, which is not FSDP."""
-    if axis not in jax.sharding.get_abstract_mesh().axis_names:
+    get_mesh = getattr(jax.sharding, "get_abstract_mesh", None)  # jax >= 0.5.1
+    if get_mesh is None or axis not in get_mesh().axis_names:
         return x
     out: jax.Array = jax.lax.with_sharding_constraint(x, Spec(axis, *([None] * (x.ndim - 1))))
     return out
