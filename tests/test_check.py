@@ -15,6 +15,7 @@ configuration: they run through the real child process, each with a test of its 
 from __future__ import annotations
 
 import ast
+import collections
 import contextlib
 import functools
 import hashlib
@@ -38,7 +39,12 @@ from examples.check import check_file, check_function, main
 from examples.problems import load_problem, problem_names
 from examples.problems._check_names import CHECK_NAMES
 from examples.problems._checks import prepare, remat3_ignores_function_policies
-from examples.problems._kept import residual_difference, residual_listing
+from examples.problems._kept import (
+    describe_keys,
+    parameter_values,
+    residual_difference,
+    residual_listing,
+)
 from examples.problems._process import Tally
 from examples.problems._runner import (
     exception_line,
@@ -455,6 +461,34 @@ def test_processes_the_solution_starts_in_their_own_session_are_ended(
     for pid in left:  # not to leave them running if the test fails
         os.kill(pid, signal.SIGKILL)
     assert not left, f"still running: {left}"
+
+
+def test_values_made_from_no_input_are_named_as_parameters():
+    """A kept value is named by what computed it; one computed from none of the function's array
+    arguments (a model's parameters, made inside) is named as a parameter, and JAX's internal
+    call names say what they stand for."""
+
+    def model(x):
+        kernel = jnp.ones((3, 3)) * 0.5  # made from no input: a "mul" parameter
+        return jnp.sin(x @ kernel) * 2.0
+
+    found = parameter_values(model, jnp.ones(3))
+    assert found[("mul", "f32[3,3]")] == 1
+    assert ("sin", "f32[3]") not in found
+    assert ("dot_general", "f32[3]") not in found
+    keys = collections.Counter(
+        {
+            ("output", "f32[3,3]", "mul"): 2,
+            ("output", "f32[3]", "custom_jvp_call"): 1,
+            ("output", "f32[3]", "mul"): 1,
+            ("argument", "f32[3]", None): 1,
+        }
+    )
+    text = describe_keys(keys, found)
+    assert "a parameter f32[3,3] (made by mul) ×2" in text
+    assert "mul f32[3]" in text  # a value of another type, computed from the input
+    assert "custom_jvp_call f32[3] (a function with its own derivative rule, such as relu)" in text
+    assert "an input f32[3]" in text
 
 
 def test_a_called_policys_hint_names_a_policy_this_jax_has():

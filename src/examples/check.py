@@ -20,8 +20,14 @@ on ``sys.path``. Limits: ``--timeout`` (60 s of the learner's code by default; t
 then killed) and ``--memory-limit`` (4096 MiB of resident memory by default, watched through
 ``/proc`` on Linux, with an ``RLIMIT_DATA`` in the child on the CPU backend).
 
-The child is not a sandbox: code that sets out to fool the checker can. It guards against what
-honest code does by accident.
+The child reports on a pipe, each event with a per-run token that it reads from its stdin before
+any learner code runs; a line without it is not believed, and a ``report`` line fails the run.
+Processes the learner's code starts are ended with the child, even those in a session of their
+own (:mod:`examples.problems._process`).
+
+The child is not a sandbox: code that sets out to fool the checker can (it runs with the
+learner's rights, in the same interpreter as the checks). It guards against what honest code
+does by accident.
 """
 
 from __future__ import annotations

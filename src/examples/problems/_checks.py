@@ -44,8 +44,10 @@ from examples.problems._kept import (
     describe_computed,
     describe_keys,
     is_index,
+    is_parameter,
     named_difference,
     named_values,
+    parameter_values,
     residual_difference,
     residual_listing,
     residual_signature,
@@ -121,6 +123,11 @@ class Prepared:
     )
     #: what the reference's checkpoints keep on their own (:func:`checkpoints_keep`)
     reference_checkpoints: collections.Counter[Any] | None = None
+    #: values the reference computes from no input: the parameters of a model it makes itself
+    #: (:func:`~examples.problems._kept.parameter_values`), named as parameters in the lines
+    reference_parameters: collections.Counter[tuple[str, str]] = dataclasses.field(
+        default_factory=collections.Counter
+    )
 
 
 def _outermost(sites: tuple[RematSite, ...]) -> list[RematSite]:
@@ -166,6 +173,7 @@ def prepare(problem: Problem, seed: int) -> Prepared:
         reference_checkpoints=checkpoints_keep(
             place(problem, jax.make_jaxpr(ref_g)(*ref_arrays).jaxpr)
         ),
+        reference_parameters=parameter_values(ref_g, *ref_arrays),
     )
 
 
@@ -242,9 +250,10 @@ def standard_checks(problem: Problem, fn: Callable[..., Any], prepared: Prepared
             err, scale = max_error(out, case.expected)
             allowed = problem.atol + problem.rtol * scale
             if err > allowed:
+                hint = f"; {problem.value_hint}" if problem.value_hint else ""
                 return False, (
                     f"differs from the float64 reference for {case.label}: max abs error "
-                    f"{err:.3g} > allowed {allowed:.3g}"
+                    f"{err:.3g} > allowed {allowed:.3g}{hint}"
                 )
             worst = max(worst, err / allowed)
         return True, f"matches the float64 reference (worst error {worst:.2g} of the tolerance)"
@@ -341,14 +350,25 @@ def standard_checks(problem: Problem, fn: Callable[..., Any], prepared: Prepared
             said = f" ({'; '.join(notes)})" if notes else ""
             by = "shape" if exact else "size"
             return True, (
-                f"keeps {describe_computed(mine)}: the same values, by primitive, {by} and "
+                f"keeps {describe_computed(mine, prepared.reference_parameters)}: the same "
+                f"values, by primitive, {by} and "
                 f"dtype, as the reference{said} ({first.label})"
             )
+        params = prepared.reference_parameters
         differences = []
         if extra:
             differences.append(f"keeps {describe_keys(extra)} that the reference does not")
         if missing:
-            differences.append(f"does not keep {describe_keys(missing)} that the reference keeps")
+            differences.append(
+                f"does not keep {describe_keys(missing, params)} that the reference keeps"
+            )
+        # Parameters the reference keeps, and yours, with a checkpoint where the problem wants
+        # it, does not: your checkpoint makes them (the model is built inside it).
+        remade = (
+            bool(missing)
+            and all(is_parameter(key, params) for key in missing)
+            and bool(placement().placed)
+        )
         found = placement()
         placed_right = found.ok
         if same_arrays(mine, theirs) and not problem.whole_in_checkpoint and placed_right:
@@ -372,7 +392,7 @@ def standard_checks(problem: Problem, fn: Callable[..., Any], prepared: Prepared
             # in code the problem leaves outside them (the loss after the scan, say).
             return True, (
                 f"keeps {describe_computed(mine)} where the reference keeps "
-                f"{describe_computed(theirs)}; the checkpoint keeps the same values as the "
+                f"{describe_computed(theirs, params)}; the checkpoint keeps the same values as the "
                 f"reference's (by primitive, shape and dtype), and the difference (yours "
                 f"{' and '.join(differences)}) comes from the code outside it, which is yours "
                 f"to choose ({first.label})"
@@ -380,10 +400,17 @@ def standard_checks(problem: Problem, fn: Callable[..., Any], prepared: Prepared
         misplaced = (
             "" if placed_right else "; the checkpoint is not where the problem asks (see remat)"
         )
+        advice = (
+            "; the parameters are made inside your checkpoint, so the backward pass would make "
+            "them again: make the model (and initialise it) outside the checkpointed function, "
+            "and pass it in"
+            if remade
+            else ""
+        )
         return False, (
             f"besides inputs, the backward pass would keep {describe_computed(mine)}; "
-            f"the reference keeps {describe_computed(theirs)}; yours "
-            f"{' and '.join(differences)} ({first.label}){misplaced}"
+            f"the reference keeps {describe_computed(theirs, params)}; yours "
+            f"{' and '.join(differences)} ({first.label}){misplaced}{advice}"
         )
 
     checks: list[Check] = [

@@ -182,22 +182,94 @@ def named_difference(
     return "; ".join(lines) or None
 
 
-def describe_keys(keys: collections.Counter[Any]) -> str:
+#: (primitive, type) of values a function computes from none of its array arguments: in the
+#: model problems, the parameters it initialises itself (:func:`parameter_values`).
+Parameters = collections.Counter[tuple[str, str]]
+
+
+def parameter_values(fn: Callable[..., Any], *arrays: Any) -> Parameters:
+    """``(primitive, type)`` of every value the traced ``fn`` computes from none of ``arrays``
+    (``jit`` inlined, top level): where the function makes its model, its parameters (a kernel is
+    the ``mul`` that scaled it at initialisation, a zero bias a ``broadcast_in_dim``). A listing
+    names a kept value by the primitive that computed it; these are better called parameters."""
+    found: Parameters = collections.Counter()
+
+    def visit(jaxpr: Any, depends_in: list[bool]) -> list[bool]:
+        depends = {v for v, d in zip(jaxpr.invars, depends_in, strict=True) if d}
+        for eqn in jaxpr.eqns:
+            flags = [type(v).__name__ != "Literal" and v in depends for v in eqn.invars]
+            sub = eqn.params.get("jaxpr", eqn.params.get("call_jaxpr"))
+            if sub is not None and eqn.primitive.name in _CALLS:
+                outs = visit(open_jaxpr(sub), flags)
+            else:
+                outs = [any(flags)] * len(eqn.outvars)
+                if not any(flags):
+                    for out in eqn.outvars:
+                        found[(eqn.primitive.name, _short_type(out.aval))] += 1
+            depends.update(v for v, d in zip(eqn.outvars, outs, strict=True) if d)
+        return [type(v).__name__ != "Literal" and v in depends for v in jaxpr.outvars]
+
+    jaxpr = jax.make_jaxpr(jit_inlined(fn, *arrays))(*arrays).jaxpr
+    visit(jaxpr, [True] * len(jaxpr.invars))
+    return found
+
+
+#: Primitives that call a jaxpr with their operands as its arguments (``jit``, a checkpoint):
+#: :func:`parameter_values` follows each argument's dependence into it.
+_CALLS = frozenset({"pjit", "jit", "closed_call", "core_call", "remat2", "checkpoint"})
+
+
+def _short_type(aval: Any) -> str:
+    """``"f32[3,4]"``, as a residual listing writes a type."""
+    try:
+        return str(aval.str_short(short_dtypes=True))
+    except TypeError:  # a release whose str_short takes no such argument
+        return str(aval.str_short())
+
+
+def is_parameter(key: tuple[str, str, str | None], parameters: Parameters | None) -> bool:
+    """Whether a kept value (a :func:`residual_key`) is one of ``parameters``."""
+    kind, type_str, detail = key
+    return bool(parameters) and kind == "output" and (detail or "", type_str) in parameters
+
+
+#: JAX's internal names for what computed a kept value, said so that a learner can place them.
+READABLE = {
+    "custom_jvp_call": "custom_jvp_call (a function with its own derivative rule, such as relu)",
+    "eval_jaxpr": "eval_jaxpr (a value from inside a nested transformation, such as a scan "
+    "under a checkpoint)",
+    "closed_call": "closed_call (a value from inside a nested transformation, such as a scan "
+    "under a checkpoint)",
+}
+
+
+def _described(key: tuple[str, str, str | None], parameters: Parameters | None) -> str:
+    kind, type_str, detail = key
+    if kind == "argument":
+        return f"an input {type_str}"
+    if is_parameter(key, parameters):
+        return f"a parameter {type_str} (made by {detail})"
+    what = detail or kind
+    if what in READABLE:
+        name, _, why = READABLE[what].partition(" ")
+        return f"{name} {type_str} {why}"
+    return f"{what} {type_str}"
+
+
+def describe_keys(keys: collections.Counter[Any], parameters: Parameters | None = None) -> str:
     """``"dot_general f32[4,4], an input f32[2]"``: an argument kept is called an input, as in
-    :func:`describe_computed`, which lists what the function computed apart from its inputs."""
+    :func:`describe_computed`, which lists what the function computed apart from its inputs; a
+    value computed from no input, one of ``parameters``, is called a parameter."""
     return ", ".join(
-        (f"an input {type_str}" if kind == "argument" else f"{detail or kind} {type_str}")
-        + (f" ×{n}" if n > 1 else "")
-        for (kind, type_str, detail), n in sorted(
-            keys.items(), key=lambda kv: (kv[0][2] or kv[0][0], kv[0][1])
-        )
+        _described(key, parameters) + (f" ×{n}" if n > 1 else "")
+        for key, n in sorted(keys.items(), key=lambda kv: (kv[0][2] or kv[0][0], kv[0][1]))
     )
 
 
-def describe_computed(listing: Residuals) -> str:
+def describe_computed(listing: Residuals, parameters: Parameters | None = None) -> str:
     """What the function computed and the backward pass keeps, its inputs left out."""
     computed = collections.Counter(
-        f"{r.detail or r.kind} {r.type_str}" for r in listing.excluding_arguments()
+        _described(residual_key(r), parameters) for r in listing.excluding_arguments()
     )
     if not computed:
         return "nothing it computed (only its inputs)"

@@ -3,9 +3,11 @@
 :func:`run_child` starts ``python -P -m examples.problems._runner`` in a session of its own, reads
 the events it writes to a pipe (see :mod:`examples.problems._runner`), and ends it when it runs past
 its time or memory limit. Its stdout and stderr go to a file in a temporary folder, so that what the
-learner's code printed is kept apart from the verdict. :class:`Tally` turns the events into the
-checker's lines and knows whether every check passed. This module imports neither JAX nor the
-problem modules.
+learner's code printed is kept apart from the verdict; it is read back through the open file, so
+that code which removes the folder cannot make it vanish. Events must carry the run's token, and
+the child's descendants are ended with it, even those that left its process group.
+:class:`Tally` turns the events into the checker's lines and knows whether every check passed.
+This module imports neither JAX nor the problem modules.
 """
 
 from __future__ import annotations

@@ -15,6 +15,9 @@ learner's ``print`` goes to stdout and stderr, which the parent keeps apart):
 - ``{"event": "skipped", "checks": [...]}`` after a failed fatal check;
 - ``{"event": "done"}`` at the very end. A run that ends without it did not finish.
 
+Each event also carries ``"token"``: a secret of the run that the parent writes to the child's
+stdin, read before the learner's file is loaded; the parent ignores a line without it.
+
 FILE is compiled and executed in memory (no import, no ``__pycache__``); its folder is not put on
 ``sys.path``.
 """

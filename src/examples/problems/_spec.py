@@ -67,6 +67,9 @@ class Problem:
     whole_in_checkpoint: bool = False
     #: how the problem's page tells the learner to apply a stack of layers
     scan_call: str = "jax.lax.scan"
+    #: said after a wrong value: where the function makes its own parameters, the likeliest
+    #: cause (another creation order, another way of drawing the keys)
+    value_hint: str = ""
 
     @property
     def page(self) -> str:

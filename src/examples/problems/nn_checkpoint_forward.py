@@ -117,6 +117,11 @@ PROBLEM = Problem(
     array_args=(1,),
     output_shape=lambda case: (case.args[2],),
     required_policy=None,
+    value_hint=(
+        "your model makes its own parameters, so check how: create the two Dense layers in the "
+        "order they are applied (linen names them Dense_0 and Dense_1 in creation order, and the "
+        "names pick the initial values), and initialise with jax.random.PRNGKey(seed)"
+    ),
 )
 
 

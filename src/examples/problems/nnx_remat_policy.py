@@ -120,6 +120,11 @@ PROBLEM = Problem(
     array_args=(1,),
     output_shape=lambda case: (int(case.args[2]),),
     required_policy=jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+    value_hint=(
+        "your model makes its own parameters, so check how: build it with "
+        "nnx.Rngs(int(seed)), and create the first layer before the second (each nnx.Linear "
+        "draws its values from the Rngs in turn)"
+    ),
 )
 
 

@@ -144,6 +144,12 @@ PROBLEM = Problem(
     products_inside=2,
     inside_scan=True,
     scan_call="nnx.scan",
+    value_hint=(
+        "your blocks make their own parameters, so check how: nnx.vmap over "
+        "jax.random.split(jax.random.key(seed), layers), one Block(features, "
+        "rngs=nnx.Rngs(key)) per key, linear1 created before linear2 (nnx.split_rngs over one "
+        "Rngs gives blocks of the same shapes but other values)"
+    ),
 )
 
 

@@ -2,7 +2,7 @@
 the first layer's random initial values: the output differs from the reference.
 
 expect: fail value gradient
-says: differs from the float64 reference
+says: create the two Dense layers in the order they are applied
 """
 
 import flax.linen as nn

@@ -3,7 +3,7 @@ nnx.Rngs(seed), rather than as the problem says: the structure is right, but the
 so the value) are not the ones the problem specifies.
 
 expect: fail value gradient
-says: differs from the float64 reference
+says: nnx.split_rngs over one Rngs gives blocks of the same shapes but other values
 """
 
 import jax
