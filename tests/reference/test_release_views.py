@@ -125,3 +125,11 @@ def test_links_written_for_the_reference_folder_work_from_a_view():
     records = releases.load_all()
     for link in release_views.pages_changed(records, records[0]):
         assert "](../" in link, link
+
+
+def test_the_releases_page_lists_every_view_newest_first():
+    text = (DOCS / "reference" / "releases.md").read_text(encoding="utf-8")
+    toctree = text.split("```{toctree}", 1)[1].split("```", 1)[0]
+    entries = [line for line in toctree.splitlines() if line.startswith("releases/")]
+    records = releases.load_all()
+    assert entries == [f"releases/{release_views.slug(r)}" for r in reversed(records)]
