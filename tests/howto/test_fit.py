@@ -254,3 +254,16 @@ def test_every_plan_the_tpu_compiler_returned_has_its_peak_within_the_budget():
         assert p.peak_bytes <= p.budget == fit.find_target(p.target).budget_bytes
         assert p.fits
     assert any(p.total_bytes > p.peak_bytes for p in tpu)
+
+
+def test_a_plan_that_fits_only_with_xlas_pass_is_marked_and_left_out_of_the_verdict():
+    import dataclasses
+
+    rec = BY_KEY[("h100-80gb x8", "8b")]
+    fitting = next(p for p in rec.plans if p.fits)
+    over = dataclasses.replace(fitting, temp_bytes=fitting.budget, compiler_options=fit.XLA_REMAT_OFF)
+    only = dataclasses.replace(rec, plans=[fitting], largest=[],
+                               xla_remat_off={fitting.label: {rec.batch: over}})  # fmt: skip
+    assert fit.fits_only_through_xla(only, fitting, rec.batch)
+    assert fit.verdict(fitting, only, rec.batch) == "fits only through XLA's own remat"
+    assert "no policy here fits" in fit.verdict_line(only)

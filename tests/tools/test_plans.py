@@ -157,7 +157,8 @@ def test_plan_gives_one_row_per_target_and_policy_and_round_trips_as_json():
     assert plans.get("cpu", "nothing_saveable").flops > plans.get("cpu", "no remat").flops
     again = Plans.from_dict(plans.as_dict())
     assert again.plans == plans.plans
-    assert plans._repr_markdown_().startswith("| target | policy |")
+    assert plans._repr_markdown_().startswith("Plans, per device")
+    assert "| target | policy |" in plans._repr_markdown_()
     with pytest.raises(KeyError, match="no plan"):
         plans.get("cpu", "dots_saveable")
 

@@ -8,9 +8,13 @@ compilers installed (``nox -s plans``; see :mod:`examples.tools.targets`), by
 
 which compiles one training step per policy (:data:`examples.howto.fit_model.POLICIES`) at the
 given per-device batch and, with ``--largest LO HI``, bisects over per-device batches for the
-largest each policy fits (every compile kept: the fit and the failure above it). A record never
-replaces an existing file. The page renders the records with :func:`load` and the functions
-below; nothing here needs the compilers to read a record.
+largest each policy fits within the target's budget (every compile kept: the fit and the
+failure above it). ``--xla-remat-off`` compiles each plan that fits again with XLA's own
+rematerialization pass off (``--xla-remat-off-at LABEL@BATCH`` names plans to do so for). A
+record never replaces an existing file. The page renders the records with :func:`load_all` and
+the functions below, which judge every plan against its budget again and count each step's
+FLOPs from its program (:func:`program_flops`); nothing here needs the compilers to read a
+record.
 """
 
 from __future__ import annotations

@@ -408,6 +408,12 @@ class Plans:
                   "budget", "fits?", "compiler's GFLOPs"]  # fmt: skip
         align: list[Align] = ["left", "left", "right", "right", "right", "right", "right",
                               "left", "right"]  # fmt: skip
+        if caption is None:
+            caption = (
+                "Plans, per device: each compiler's memory_analysis(); fits? judges the total "
+                "(on a TPU, the compiler's peak) against the target's budget; GFLOPs: the "
+                "compiler's count, a scanned loop's body once"
+            )
         return Table(header, rows, align=align,
                      caption=caption)  # fmt: skip
 
