@@ -8,7 +8,7 @@
 
 const SectionSearch = {
   k1: 1.2,
-  b: 0.75,
+  b: 0.5,
   // At most this many sections lead the results, each scoring at least this share of the best.
   top: 10,
   share: 0.05,
@@ -47,7 +47,7 @@ const SectionSearch = {
       });
     });
     const ranked = [...scores].map(([i, score]) => [
-      score * index.sections[i][4] * (held.get(i) / unique.length) ** 2,
+      score * index.sections[i][4] * (held.get(i) / unique.length),
       i,
     ]);
     ranked.sort((a, b) => b[0] - a[0]);
