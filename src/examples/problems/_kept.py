@@ -198,9 +198,13 @@ def parameter_values(fn: Callable[..., Any], *arrays: Any) -> Parameters:
         depends = {v for v, d in zip(jaxpr.invars, depends_in, strict=True) if d}
         for eqn in jaxpr.eqns:
             flags = [type(v).__name__ != "Literal" and v in depends for v in eqn.invars]
-            sub = eqn.params.get("jaxpr", eqn.params.get("call_jaxpr"))
-            if sub is not None and eqn.primitive.name in _CALLS:
-                outs = visit(open_jaxpr(sub), flags)
+            subs = (
+                [open_jaxpr(j) for j in equation_jaxprs(eqn)]
+                if eqn.primitive.name in _CALLS
+                else []
+            )
+            if len(subs) == 1 and len(subs[0].invars) == len(flags):
+                outs = visit(subs[0], flags)
             else:
                 outs = [any(flags)] * len(eqn.outvars)
                 if not any(flags):
@@ -216,7 +220,9 @@ def parameter_values(fn: Callable[..., Any], *arrays: Any) -> Parameters:
 
 #: Primitives that call a jaxpr with their operands as its arguments (``jit``, a checkpoint):
 #: :func:`parameter_values` follows each argument's dependence into it.
-_CALLS = frozenset({"pjit", "jit", "closed_call", "core_call", "remat2", "checkpoint"})
+_CALLS = frozenset(
+    {"pjit", "jit", "closed_call", "core_call", "remat2", "checkpoint", "call_hi_primitive"}
+)
 
 
 def _short_type(aval: Any) -> str:
