@@ -267,3 +267,13 @@ def test_a_plan_that_fits_only_with_xlas_pass_is_marked_and_left_out_of_the_verd
     assert fit.fits_only_through_xla(only, fitting, rec.batch)
     assert fit.verdict(fitting, only, rec.batch) == "fits only through XLA's own remat"
     assert "no policy here fits" in fit.verdict_line(only)
+
+
+def test_the_8b_step_without_remat_at_one_sequence_is_over_the_budget_as_xla_logs():
+    """Under the H100's memory but over the compiler's own limit: XLA's pass says it could not
+    reach that limit, and the page's budget calls the plan over."""
+    rec = BY_KEY[("h100-80gb x8", "8b")]
+    one = next(s for s in rec.largest if s.label == "no remat").tried[1]
+    assert one.budget < one.total_bytes < one.memory_bytes
+    assert not one.fits
+    assert any("Can't reduce memory use below" in line for line in one.log)
