@@ -35,7 +35,7 @@ def test_page_size_counts_one_layer_and_full_remat_costs_less_than_four_thirds()
 
 
 def test_recursive_checkpointing_costs_about_half_a_forward_pass_per_level():
-    from examples.tutorial.traced import recursive_sin_cos_formula
+    from examples.tutorial.recursive import recursive_sin_cos_formula
 
     levels = e.recursive_levels((4, 8, 16, 32, 64))
     added = [lv.added for lv in levels if lv.added is not None]

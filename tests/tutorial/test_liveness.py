@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import pytest
 
 from examples.tutorial.liveness import peak_bytes, program_peak_bytes
-from examples.tutorial.traced import chain_compose, recursive_checkpoint
+from examples.tutorial.recursive import chain_compose, recursive_checkpoint
 
 X = jnp.ones(256, jnp.float32)  # 1 KiB
 ONE = X.nbytes

@@ -132,7 +132,7 @@ def recursive_levels(depths: Sequence[int] = (4, 8, 16, 32, 64)) -> list[Level]:
     ``added`` is how many forward passes one more level adds: about one half, the limit of the
     tutorial's ``recursive_sin_cos_formula``.
     """
-    from examples.tutorial.traced import depth_sweep
+    from examples.tutorial.recursive import depth_sweep
 
     levels: list[Level] = []
     for row in depth_sweep(depths):

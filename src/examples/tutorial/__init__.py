@@ -2,7 +2,9 @@
 explanation (``docs/tutorial/how-remat-works.md``).
 
 - :mod:`examples.tutorial.traced`: the traced examples: residuals, ``jax.checkpoint``, policies,
-  names, placement, recursive checkpointing;
+  names, placement;
+- :mod:`examples.tutorial.recursive`: recursive checkpointing of a chain of sines, its residuals
+  and its cost against their formulas (the explanation);
 - :mod:`examples.tutorial.block`: the scanned transformer-shaped block, each policy's residuals
   and XLA's figures, a policy written by hand, offloading (the path);
 - :mod:`examples.tutorial.fwd_bwd`: the forward and backward programs of a VJP, side by side;
