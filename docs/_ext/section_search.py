@@ -9,9 +9,9 @@ outputs included, nested sections apart; the text before a page's first section 
 page), the stemmed words and how often the section holds them, and its title. It is written to
 ``_static/section_index.js`` and loaded by the search page only. ``section_search.js``, Sphinx's
 ``html_search_scorer`` (inlined into ``language_data.js``, which runs after ``searchtools.js``),
-ranks the sections by BM25 over those words, title words weighted higher (and the readers' words for a section that
-``search_keywords.toml`` adds to its title), and by the share of the
-query's words a section holds; the best sections come first, Sphinx's own results after them.
+ranks the sections by BM25 over those words, title words weighted higher (and the readers' words
+for a section that ``search_keywords.toml`` adds to its title), and by the share of the query's
+words a section holds; the best sections come first, Sphinx's own results after them.
 Offline: one more file of this site, no request elsewhere.
 
 Words are what the search page splits a query into, stemmed and filtered by the same language

@@ -102,9 +102,7 @@ def labels(docs: Path) -> dict[str, set[str]]:
             match = _LABEL.match(line)
             # The first line after it that is neither blank nor another label (two labels may
             # name one heading).
-            following = next(
-                (x for x in lines[i + 1 :] if x.strip() and not _LABEL.match(x)), ""
-            )
+            following = next((x for x in lines[i + 1 :] if x.strip() and not _LABEL.match(x)), "")
             if match and following.startswith("#"):
                 found.setdefault(page, set()).add(match.group(1))
     return found
