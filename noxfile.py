@@ -548,6 +548,7 @@ JAX_MATRIX_EXCLUDED_FILES = (
     "test_site.py",
     "test_pages.py",
     "test_browser.py",
+    "test_search.py",
     "test_takehome.py",
     "test_lighthouse.py",
     "test_copyable.py",
