@@ -256,8 +256,11 @@ def test_a_tpu_plan_is_judged_by_the_compilers_peak_and_others_by_their_total():
     """The TPU compiler returns plans whose total is over the chip's memory while its own peak
     is within what it can use: the peak is what it judges, so the plan fits there."""
     tpu, gpu = a_plan("tpu", (60, 30), 80, 90), a_plan("cuda", (60, 30), 80, 89)
-    assert tpu.total_bytes == 90 and tpu.judged_bytes == 80 and tpu.fits
-    assert gpu.judged_bytes == 90 and not gpu.fits
+    assert tpu.total_bytes == 90
+    assert tpu.judged_bytes == 80
+    assert tpu.fits
+    assert gpu.judged_bytes == 90
+    assert not gpu.fits
 
 
 def test_the_budget_is_the_targets_own_limit_unless_the_caller_gives_one():
@@ -267,7 +270,8 @@ def test_the_budget_is_the_targets_own_limit_unless_the_caller_gives_one():
     share = compile_plan(make_step(NO_REMAT), W, x, target="cpu", budget=0.5)
     assert share.budget_bytes == int(target("cpu").memory_bytes * 0.5)
     tight = compile_plan(make_step(NO_REMAT), W, x, target="cpu", budget=default.total_bytes - 1)
-    assert not tight.fits and tight.error is None
+    assert not tight.fits
+    assert tight.error is None
     exact = compile_plan(make_step(NO_REMAT), W, x, target="cpu", budget=default.total_bytes)
     assert exact.fits
     assert Plan.from_dict(tight.as_dict()) == tight
@@ -287,7 +291,8 @@ def test_compiler_options_reach_xla_and_are_recorded():
         if "repeated" not in str(error):
             raise
         pytest.skip(f"jax {jax.__version__} cannot set a repeated XLA option in compiler_options")
-    assert p.compiler_options == off and p.xla_remat_off
+    assert p.compiler_options == off
+    assert p.xla_remat_off
     with pytest.raises(Exception):  # noqa: B017, PT011 (jax 0.5 words it as a protobuf error)
         compile_plan(make_step(NO_REMAT), W, x_of(32), target="cpu",
                      compiler_options={"no_such_option": "1"})  # fmt: skip
@@ -333,9 +338,12 @@ def test_step_flops_scale_with_the_layers_while_the_compilers_count_does_not(lab
 
     (two, xla_two), (four, xla_four) = counts(2), counts(4)
     c = fm.DEMO
-    layer = 2 * c.seq * c.width * ((c.heads + 2 * c.kv_heads) * c.head_dim) \
-        + 2 * c.seq * c.heads * c.head_dim * c.width + 2 * c.seq * 3 * c.width * c.mlp \
-        + 2 * 2 * c.seq * c.seq * c.heads * c.head_dim  # one sequence's forward products
+    layer = (
+        2 * c.seq * c.width * ((c.heads + 2 * c.kv_heads) * c.head_dim)
+        + 2 * c.seq * c.heads * c.head_dim * c.width
+        + 2 * c.seq * 3 * c.width * c.mlp
+        + 2 * 2 * c.seq * c.seq * c.heads * c.head_dim
+    )  # one sequence's forward products
     unembed = 2 * c.seq * c.width * c.vocab
     per_layer = (four - two) / 2  # two sequences' work in one more layer
     if label == "no remat":

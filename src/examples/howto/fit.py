@@ -268,16 +268,29 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--target", required=True, help="a name of examples.tools.targets.TARGETS")
     p.add_argument("--config", required=True, choices=sorted(fm.CONFIGS))
     p.add_argument("--batch", type=int, default=0, help="sequences per device (with --policies)")
-    p.add_argument("--policies", nargs="*", default=None, metavar="LABEL",
-                   help="policies to plan at --batch (default: all of them, if --batch is given)")
+    p.add_argument(
+        "--policies",
+        nargs="*",
+        default=None,
+        metavar="LABEL",
+        help="policies to plan at --batch (default: all of them, if --batch is given)",
+    )
     p.add_argument("--largest", nargs=2, type=int, metavar=("LO", "HI"))
     p.add_argument("--largest-policies", nargs="*", metavar="LABEL")
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("--progress", type=Path, help="a file rewritten with the record so far")
-    p.add_argument("--xla-remat-off", action="store_true",
-                   help="compile each plan that fits again with XLA's rematerialization pass off")
-    p.add_argument("--xla-remat-off-at", nargs="*", default=[], metavar="LABEL@BATCH",
-                   help="compile these (policy, per-device batch) with XLA's pass off")
+    p.add_argument(
+        "--xla-remat-off",
+        action="store_true",
+        help="compile each plan that fits again with XLA's rematerialization pass off",
+    )
+    p.add_argument(
+        "--xla-remat-off-at",
+        nargs="*",
+        default=[],
+        metavar="LABEL@BATCH",
+        help="compile these (policy, per-device batch) with XLA's pass off",
+    )
     return p
 
 
@@ -348,7 +361,7 @@ PROGRAM_FLOPS = (
 )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def program_flops(cfg: fm.ModelConfig, label: str) -> float:
     """One sequence's share of a training step's matmul FLOPs under a policy, every scanned
     layer counted (:func:`~examples.tools.plans.step_flops`; the same for every target, and
@@ -511,8 +524,10 @@ def largest_verdict_line(rec: Record) -> str:
     if not fitting:
         return line + " No policy fits."
     best_label = min(fitting, key=lambda label: (recompute_ratio(cfg, label), label))
-    return line + (f" The least recomputation among them: `{best_label}` "
-                   f"({recompute_ratio(cfg, best_label):.2f}× no remat's FLOPs per step).")
+    return line + (
+        f" The least recomputation among them: `{best_label}` "
+        f"({recompute_ratio(cfg, best_label):.2f}× no remat's FLOPs per step)."
+    )
 
 
 def source(rec: Record) -> str:
@@ -616,8 +631,14 @@ def estimate_table(rec: Record) -> Table:
     kind = rec.target["device_kind"]
     for p in rec.plans:
         step = program_flops(cfg, p.label) * rec.batch
-        rows.append([f"`{p.label}`", _tflops(step),
-                     f"{roofline_seconds(step, kind) * 1e3:,.0f} ms", verdict(p, rec, rec.batch)])
+        rows.append(
+            [
+                f"`{p.label}`",
+                _tflops(step),
+                f"{roofline_seconds(step, kind) * 1e3:,.0f} ms",
+                verdict(p, rec, rec.batch),
+            ]
+        )
     _, _, _, where = peaks_for(kind)
     return Table(["policy", "TFLOPs per step per device", "estimate at peak", "plan"], rows,
                  caption=f"Estimate, not a measurement: {rec.target['name']}, the "
@@ -633,8 +654,10 @@ def estimate_verdict_line(rec: Record) -> str:
     best = min(fitting, key=lambda p: (program_flops(rec.config, p.label), p.label))
     step = program_flops(rec.config, best.label) * rec.batch
     ms = roofline_seconds(step, rec.target["device_kind"]) * 1e3
-    return (f"**Verdict:** of the plans within the budget, `{best.label}` asks for the least work: "
-            f"at least {ms:,.0f} ms a step at peak.")
+    return (
+        f"**Verdict:** of the plans within the budget, `{best.label}` asks for the least work: "
+        f"at least {ms:,.0f} ms a step at peak."
+    )
 
 
 def explorer_estimates(run: Any) -> Table:
@@ -652,8 +675,15 @@ def explorer_estimates(run: Any) -> Table:
             continue
         flops = step_flops(jax.grad(em.make_loss(cfg, em.POLICIES[r.policy])), *args)
         est = roofline_seconds(flops, kind, "float32")
-        rows.append([f"`{r.policy}`", f"{flops / 1e12:,.2f}", f"{est * 1e3:,.1f} ms",
-                     f"{r.step_time_s * 1e3:,.1f} ms", f"{est / r.step_time_s:.0%}"])
+        rows.append(
+            [
+                f"`{r.policy}`",
+                f"{flops / 1e12:,.2f}",
+                f"{est * 1e3:,.1f} ms",
+                f"{r.step_time_s * 1e3:,.1f} ms",
+                f"{est / r.step_time_s:.0%}",
+            ]
+        )
     _, _, _, where = peaks_for(kind)
     return Table(["policy", "TFLOPs per step", "estimate at peak", "measured",
                   "estimate / measured"], rows,

@@ -49,9 +49,10 @@ What a :class:`Plan` holds, and what it is not:
   other processes and preallocation are not in them.
 - FLOPs and bytes accessed from ``cost_analysis()``. XLA counts a ``while`` body (a scan over
   layers) once, not once per iteration; :func:`step_flops` counts a step's matrix products in
-  its jaxpr with every iteration counted, the same for every target. XLA's GPU compiler reports no cost analysis for
-  compile-only devices; there the compiled (GPU-optimised) HLO module is costed by XLA's
-  ``HloCostAnalysis`` through the CPU client, and :attr:`Plan.cost_source` says which.
+  its jaxpr with every iteration counted, the same for every target. XLA's GPU compiler
+  reports no cost analysis for compile-only devices; there the compiled (GPU-optimised) HLO
+  module is costed by XLA's ``HloCostAnalysis`` through the CPU client, and
+  :attr:`Plan.cost_source` says which.
 - collectives counted in the compiled HLO text (each ``all-gather``, ``reduce-scatter``,
   ``all-reduce``, ``all-to-all``, ``collective-permute`` instruction; a ``-start``/``-done``
   pair counts once; one inside a loop body counts once).
@@ -531,7 +532,7 @@ def _jaxprs_in(value: Any) -> list[Any]:
 
 def _dot_flops(eqn: Any) -> float:
     lhs, rhs = (v.aval.shape for v in eqn.invars[:2])
-    (lhs_contract, _), (lhs_batch, rhs_batch) = eqn.params["dimension_numbers"]
+    (_lhs_contract, _), (_lhs_batch, rhs_batch) = eqn.params["dimension_numbers"]
     rhs_free = [d for i, d in enumerate(rhs) if i not in (*rhs_batch, *_rhs_contract(eqn))]
     return 2.0 * float(np.prod(lhs, dtype=np.float64)) * float(np.prod(rhs_free, dtype=np.float64))
 
