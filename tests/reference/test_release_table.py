@@ -118,6 +118,19 @@ def test_each_remat3_answer_is_shown_beside_its_point():
         release_table.show("remat3_points", answers[:-1])
 
 
+def test_a_remat3_change_names_only_the_points_that_changed():
+    # Review B: the "changed" cell printed all seven points before and after, about 1,000
+    # characters, where one answer had changed.
+    from examples.notes.remat3 import POINTS
+
+    before = [no for _, no, _ in POINTS]
+    after = [*before[:-1], "something else"]
+    what = release_table._difference("remat3_points", before, after)
+    assert what == f"{POINTS[-1][0]}: {before[-1]} → something else"
+    assert release_table._difference("remat3_points", before, before) == "the same answers"
+    assert release_table._difference("remat3_points", None, after).startswith("no such flag → ")
+
+
 def test_a_problem_on_several_releases_is_one_row_naming_them(record):
     def on(version, skipped):
         data = copy.deepcopy(record)
