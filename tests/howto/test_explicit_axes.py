@@ -17,6 +17,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from examples.howto import explicit_axes as ea
+from examples.howto import fsdp_step as F
 from examples.howto import sharding as s
 from examples.tools.models import scan_loss
 
@@ -63,10 +64,10 @@ def test_the_gradient_on_one_device_matches_the_plain_one():
     cfg = s.CHECK_CONFIG
     mesh = ea.explicit_mesh((1, 1))
     params, x = s.single_device(cfg)
-    placed = {k: jax.device_put(v, NamedSharding(mesh, s.WEIGHTS)) for k, v in params.items()}
-    xs = jax.device_put(x, NamedSharding(mesh, s.BATCH))
+    placed = {k: jax.device_put(v, NamedSharding(mesh, F.WEIGHTS)) for k, v in params.items()}
+    xs = jax.device_put(x, NamedSharding(mesh, F.BATCH))
     with ea.mesh_context(mesh):
-        grads = ea.explicit_step(cfg, s.POLICIES[ea.COMPARED[1]])(placed, xs)
+        grads = ea.explicit_step(cfg, F.POLICIES[ea.COMPARED[1]])(placed, xs)
     plain = jax.jit(jax.grad(scan_loss(s.plain_layer(cfg, None))))(params, x)
     assert s.max_difference(grads, plain) < 1e-5
 

@@ -14,9 +14,11 @@
   :mod:`examples.howto.answers` (the behaviours behind the questions readers bring);
 - :mod:`examples.howto.elsewhere`: the same ideas in PyTorch, MaxText and Haliax, with
   :mod:`examples.howto.equinox_remat` (Equinox's checkpoint and what ``jax.checkpoint`` refuses);
-- :mod:`examples.howto.sharding`, with :mod:`examples.howto.collectives` (the collectives of a
-  compiled program), :mod:`examples.howto.offload` (host offload, and its recorder; what a
-  recorded run says is :mod:`examples.howto.offload_findings`) and
+- :mod:`examples.howto.sharding`, with :mod:`examples.howto.fsdp_step` (the mesh, the FSDP step
+  under ``jax.jit`` and ``shard_map``, and what its compiled program does on each device),
+  :mod:`examples.howto.collectives` (the collectives of a compiled program),
+  :mod:`examples.howto.offload` (host offload, and its recorder; what a recorded run says is
+  :mod:`examples.howto.offload_findings`) and
   :mod:`examples.howto.explicit_axes` (the same step on a mesh with ``Explicit`` axes): remat on
   a sharded step.
 """

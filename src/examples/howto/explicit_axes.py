@@ -1,4 +1,4 @@
-"""The sharded step of :mod:`examples.howto.sharding` on a mesh with ``Explicit`` axes, the kind
+"""The sharded step of :mod:`examples.howto.fsdp_step` on a mesh with ``Explicit`` axes, the kind
 ``jax.make_mesh`` gives by default on newer JAX releases.
 
 There ``jax.lax.with_sharding_constraint`` is refused; the gather is written with
@@ -21,7 +21,7 @@ from jax.ad_checkpoint import checkpoint_name
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from examples.howto import sharding as s
+from examples.howto import fsdp_step as s
 from examples.tools.models import Config, block, init_inputs, init_params, scan_loss
 
 #: The policies compared on both kinds of mesh: the gather recomputed, or kept by its name.
@@ -68,7 +68,7 @@ def explicit_step(cfg: Config, policy: Any) -> Callable[..., Any]:
 
 def measure(cfg: Config = s.CONFIG, policies: Sequence[str] = COMPARED) -> list[s.StepReport]:
     """A report per policy on the ``Explicit`` mesh (memory, FLOPs, gathers), read as
-    :func:`examples.howto.sharding.report` reads the ``Auto`` one's."""
+    :func:`examples.howto.fsdp_step.report` reads the ``Auto`` one's."""
     mesh = explicit_mesh()
     params = {
         k: jax.device_put(v, NamedSharding(mesh, s.WEIGHTS)) for k, v in init_params(cfg).items()
