@@ -329,25 +329,6 @@ def test_static_argnums_fix_gives_the_branch_gradient(is_training):
     np.testing.assert_allclose(m.step(x, is_training), branch(x), rtol=1e-6)
 
 
-def test_ensure_compile_time_eval_gives_a_concrete_value():
-    n = 4
-    expected = sum(k * k for k in range(n))
-    seen = m.value_seen_while_tracing(n, compile_time_eval=True)
-    assert seen.concrete
-    assert str(expected) in seen.shown
-    staged = m.value_seen_while_tracing(n, compile_time_eval=False)
-    assert not staged.concrete
-    assert jax.grad(m.scaled_by_sum_of_squares)(1.0, n) == expected
-    assert jax.grad(m.scaled_by_sum_of_squares)(1.0, 5) == expected + 16
-
-
-def test_int_on_a_staged_value_fails():
-    with pytest.raises(
-        jax.errors.ConcretizationTypeError, match="The problem arose with the `int`"
-    ):
-        jax.grad(m.scaled_by_sum_of_squares_staged)(1.0, 4)
-
-
 def test_the_constant_is_dropped_from_the_traced_program_but_not_from_the_compiled_step():
     # The page: the checkpoint hands XLA no table (the traced program keeps nothing), yet the
     # compiled value_and_grad holds the same temporaries either way (jax 0.5.0: 4,125,000 B;

@@ -225,20 +225,6 @@ def test_prevent_cse_matches_the_source():
     assert (n.barriers(False, True) == 0) is passed_on
 
 
-def test_names_replace_a_dots_policy():
-    for on in (False, True):
-        dots, names = n.dots_versus_names(on)
-        assert [r.type_str for r in dots] == [r.type_str for r in names]
-        assert {r.kind for r in names.excluding_arguments()} == {"named"}
-
-
-def test_offloading_policy():
-    off = n.offload_kept(False)
-    assert "(host)" in off
-    assert "(device)" in off
-    assert n.offload_kept(True) in (off, "nothing")
-
-
 def test_custom_remat_is_only_in_the_release_the_page_names():
     # JAX's main branch documents jax.custom_remat; the page says that of the tested releases
     # only 0.11.2 exports it (0.12.0.1 removed it). Another release that adds it fails here:
@@ -246,38 +232,6 @@ def test_custom_remat_is_only_in_the_release_the_page_names():
     assert hasattr(jax, "custom_remat") is (jax.__version__ == "0.11.2")
     if hasattr(jax, "custom_remat"):  # the page: its docstring says it needs jax_remat3
         assert "``jax_remat3`` implementation" in " ".join(jax.custom_remat.__doc__.split())
-
-
-def test_defremat_is_the_custom_rule_of_jax_0_12_and_needs_both_flags():
-    # The page: jax 0.12 has custom_vjp.defremat; before it, sin_keeping_its_cosine says so.
-    assert n.custom_rule_available() is (compat.jax_version() >= (0, 12))
-    if not n.custom_rule_available():
-        with pytest.raises(NotImplementedError, match=r"no jax\.custom_vjp\.defremat"):
-            n.sin_keeping_its_cosine()
-        (run,) = n.custom_rule_runs()  # the page's cell says so, and the notebook runs on
-        assert run.kept.startswith(f"not run: jax {jax.__version__} has no jax.custom_vjp.defremat")
-        return
-    before = (jax.config.jax_custom_vjp3, jax.config.jax_remat3)
-    runs = {r.setting: r for r in n.custom_rule_runs()}
-    assert (jax.config.jax_custom_vjp3, jax.config.jax_remat3) == before  # both put back
-    off, vjp3, both, plain = runs.values()
-    assert off.gradient_error is None
-    assert "requires the jax_custom_vjp3" in off.kept
-    assert vjp3.kept == "1 × f32[3] argument x"  # the checkpoint ignores the rule
-    assert both.kept == plain.kept == "2 × f32[3] output of cos"  # the rule decides
-    for run in (vjp3, both, plain):
-        assert run.gradient_error < 1e-6, run.setting
-
-
-def test_a_release_without_defremat_gets_a_row_that_says_so(monkeypatch):
-    # Faked on any release: the cell that shows what jax 0.12 adds says so on an older one.
-    monkeypatch.setattr(n, "custom_rule_available", lambda: False)
-    (run,) = n.custom_rule_runs()
-    assert run.setting == f"jax {jax.__version__}"
-    assert run.kept.startswith(f"not run: jax {jax.__version__} has no jax.custom_vjp.defremat")
-    assert run.gradient_error is None
-    table = n.custom_rule_table([run])
-    assert table.column("gradient error (float64 reference)") == ["n/a"]
 
 
 def test_release_table_reads_the_records():
