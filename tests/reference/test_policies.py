@@ -12,7 +12,7 @@ from reference._helpers import ARGS, computed, describe
 
 from examples import explorer
 from examples.reference import offload_policies as offload
-from examples.reference import policies
+from examples.reference import policies, policy_differences
 from examples.tools import jaxprs
 from examples.tools.models import SIZES
 from examples.tools.recorded import DATA
@@ -146,7 +146,7 @@ def test_an_honoured_exclusion_leaves_the_same_buffer_listed_under_its_input():
     (tanh,) = [r for r in honoured if r.primitive == "tanh"]
     assert tanh.shape == named.shape
     rest = [r.describe() for r in everything if r != named]
-    if policies.alias_listed_with_its_input():
+    if policy_differences.alias_listed_with_its_input():
         # The tanh output was already listed next to the name: only the duplicate entry goes.
         assert "tanh" in [r.primitive for r in everything]
         assert sorted(describe(honoured)) == sorted(rest)
@@ -160,38 +160,12 @@ def test_an_honoured_exclusion_leaves_the_same_buffer_listed_under_its_input():
     assert describe(computed(policies.excluding_names("nope"))) == describe(everything)
 
 
-def test_alias_check_matches_the_listing_without_checkpoint():
-    plain = computed(None)
-    both = "hidden" in [r.name for r in plain] and "tanh" in [r.primitive for r in plain]
-    assert policies.alias_listed_with_its_input() == both
-
-
 def test_save_from_both_policies_refuses_an_offload_policy_next_to_a_bool_policy():
     both = P.save_from_both_policies(
         P.save_only_these_names("hidden"), P.offload_dot_with_no_batch_dims("device", "pinned_host")
     )
     with pytest.raises(ValueError, match="should be a boolean"):
         jax.grad(jax.checkpoint(policies.model, policy=both))(*ARGS)
-
-
-def test_save_from_both_policies_with_nothing_saveable_as_each_release_does():
-    offloading = P.offload_dot_with_no_batch_dims("device", "pinned_host")
-    both = P.save_from_both_policies(P.nothing_saveable, offloading)
-    f = jax.checkpoint(policies.model, policy=both)
-    if policies.combination_short_circuits():
-        # Newer releases hand back the other policy itself: the offload policy runs as it is.
-        assert both is offloading
-        assert describe(computed(both)) == describe(computed(offloading))
-        assert P.save_from_both_policies(offloading, P.nothing_saveable) is offloading
-        assert P.save_from_both_policies(P.everything_saveable, offloading) is (
-            P.everything_saveable
-        )
-        jax.grad(f)(*ARGS)
-    else:
-        # Older releases build the combined function even here, and it insists on two bools.
-        assert both is not offloading
-        with pytest.raises(ValueError, match="should be a boolean"):
-            jax.grad(f)(*ARGS)
 
 
 def test_save_from_both_policies_is_the_union():
@@ -413,24 +387,6 @@ def test_an_offloaded_value_is_listed_as_the_device_put_that_moves_it():
     assert {r.primitive for r in kept} == {"device_put"}
     if hasattr(jax.core.ShapedArray((1,), np.float32), "memory_space"):
         assert all(r.source is None for r in kept)
-
-
-def test_scaled_matmul_kept_as_the_source_says():
-    # jax/_src/ad_checkpoint.py names the cuDNN scaled matmul in dots_saveable (jax 0.10.2 on);
-    # jax 0.5.0 has no such clause. The page's sentence follows the measured answers.
-    import inspect
-
-    from jax._src import ad_checkpoint
-
-    in_source = "scaled_matmul_wrapper" in inspect.getsource(ad_checkpoint.dots_saveable)
-    kept = policies.scaled_matmul_kept()
-    assert kept["dots_saveable"] is in_source
-    assert kept["no_batch_dims, batch 2"] is False
-    assert kept["no_batch_dims, batch 1"] is in_source
-    assert kept["offload, batch 1"] != "Offloadable"
-    sentence = policies.scaled_matmul_sentence(kept)
-    assert ("also keeps" in sentence) is in_source
-    assert ("leading (batch) dimension is 1" in sentence) is in_source
 
 
 def test_import_jax_alone_does_not_make_ad_checkpoint_an_attribute():
