@@ -250,8 +250,9 @@ def test_the_gated_blocks_gradients_are_the_same_with_and_without_remat():
         for label, policy in cp.GATED_CANDIDATES.items():
             grads = jax.grad(cp.make_loss(SHORT, policy, mlp="gated"))(p64, x64)
             for key in plain:
-                np.testing.assert_allclose(grads[key], plain[key], rtol=1e-10, atol=1e-12,
-                                           err_msg=label)
+                np.testing.assert_allclose(
+                    grads[key], plain[key], rtol=1e-10, atol=1e-12, err_msg=label
+                )
 
 
 def test_the_gated_verdict_says_which_policy_wins_on_what():
@@ -279,7 +280,8 @@ def test_the_recorded_gpu_trade_reads_the_committed_run():
     trades = cp.recorded_gpu_trades()
     assert trades, "the site commits an H200 run of the sharded step"
     for t in trades:
-        assert t.device and t.jax
+        assert t.device
+        assert t.jax
         assert set(t.temp_bytes) == {"nothing_saveable", DOTS_NB}
         text = t.verdict(DOTS_NB)
         assert t.device in text

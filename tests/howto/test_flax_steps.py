@@ -115,8 +115,10 @@ def test_the_nnx_guides_stacked_model_on_flax_0_10_fails_as_the_guide_says():
 
     installed = _flax_release()
     if (0, 11) <= installed < tuple(int(p) for p in nx.GRAPH_UPDATES_SINCE.split(".")):
-        pytest.skip(f"the guide claims nothing for flax {installed} (between 0.10 and "
-                    f"{nx.GRAPH_UPDATES_SINCE})")
+        pytest.skip(
+            f"the guide claims nothing for flax {installed} (between 0.10 and "
+            f"{nx.GRAPH_UPDATES_SINCE})"
+        )
     model = nx.SplitScannedTransformer(rngs=nnx.Rngs(0))
     shapes = {jnp.shape(a) for a in jax.tree.leaves(nnx.state(model.blocks, nnx.RngState))}
     tokens = fs.make_batch()["tokens"]

@@ -54,7 +54,10 @@ Mlp = Literal["gelu", "gated"]
 
 
 def gated_block(
-    h: jax.Array, p: dict[str, jax.Array], heads: int, attention: Attention = "dot_product_attention"
+    h: jax.Array,
+    p: dict[str, jax.Array],
+    heads: int,
+    attention: Attention = "dot_product_attention",
 ) -> jax.Array:
     """The block with a gated (SwiGLU) MLP, as Llama-style models and MaxText's default have it:
     ``(silu(x @ w_gate) * (x @ w_up)) @ w_down``, three matrices of ``d × r·d`` instead of two.
