@@ -265,8 +265,8 @@ def test_what_each_scanned_body_returns():
         ]
     )
     assert f"u32[{layers}]" in out["scan"].outputs  # the counters leave the plain loop too
-    # returns=nnx.RngState: the counters, which change, and the keys, which do not (the page's
-    # "In short"); nnx.RngCount returns the counters alone
+    # returns=nnx.RngState: the counters, which change, and the keys, which do not (the
+    # docstring of SplitScannedTransformer, shown on the page); nnx.RngCount, the counters alone
     counts = nx.scan_outputs(
         lambda: SplitScannedTransformer(returns=nnx.RngCount, rngs=nnx.Rngs(0))
     )
