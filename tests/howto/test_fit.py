@@ -281,3 +281,19 @@ def test_the_8b_step_without_remat_at_one_sequence_is_over_the_budget_as_xla_log
     assert one.budget < one.total_bytes < one.memory_bytes
     assert not one.fits
     assert any("Can't reduce memory use below" in line for line in one.log)
+
+
+def test_a_recorded_8b_plan_fits_only_through_xlas_pass():
+    """save_qkv_proj at 16 sequences per device: under the budget with XLA's pass, over without."""
+    rec = BY_KEY[("h100-80gb x8", "8b")]
+    marked = [(s.label, s.batch) for s in rec.largest if s.batch is not None
+              and fit.fits_only_through_xla(rec, s.tried[s.batch], s.batch)]  # fmt: skip
+    assert marked
+    for label, b in marked:
+        off = fit.xla_remat_off(rec, label, b)
+        assert (
+            off.total_bytes
+            > off.budget
+            >= next(s for s in rec.largest if s.label == label).tried[b].total_bytes
+        )
+        assert f"`{label}` {b} (only through XLA's own remat)" in fit.largest_verdict_line(rec)
