@@ -76,6 +76,7 @@ XDIST_GROUPS: dict[str, tuple[str, ...]] = {
         "tests/reference/test_release_facts.py",
         "tests/reference/test_releases.py",
         "tests/reference/test_release_table.py",
+        "tests/reference/test_release_runs.py",
     ),
 }
 

@@ -8,7 +8,6 @@ in their direction only, since their sizes belong to the compiler.
 from __future__ import annotations
 
 import importlib.metadata
-import math
 import re
 from pathlib import Path
 
@@ -28,7 +27,6 @@ from examples.howto.flax_steps import (
 )
 from examples.howto.linen_training import Block, Coder, ScanBlock, ScannedTransformer, Transformer
 from examples.tools import compat
-from examples.tools.jaxprs import traced_remat_sites
 from examples.tools.models import SIZES
 from examples.tools.residuals import saved_residuals
 
@@ -415,58 +413,7 @@ def test_remat_scan_stacks_parameters_per_level():
     assert shapes["params"]["qkv"]["kernel"].shape == (2, 3, TINY.width, 3 * TINY.width)
 
 
-def test_remat_scan_checkpoints_the_outer_loop_only_unless_the_block_is_remat():
-    x = jnp.zeros((2, 4, lt.CONFIG.width))
-
-    def depths(stack):
-        params = jax.eval_shape(lambda: stack.init(jax.random.key(0), x))
-        return [s.depth for s in traced_remat_sites(lambda p: stack.apply(p, x), params)]
-
-    assert depths(lt.stacks(16)["nn.remat_scan(MLPBlock)"]) == [0]
-    assert depths(lt.stacks(16)["nn.remat_scan(nn.remat(MLPBlock))"]) == [0, 1]
-    assert depths(lt.stacks(16)["nn.scan(nn.remat(MLPBlock))"]) == [0]
-    assert depths(lt.stacks(16)["nn.scan(MLPBlock)"]) == []
-
-
-@pytest.mark.slow
-def test_depth_study_claims():
-    study = lt.depth_study((16, 256))
-    facts = lt.depth_facts(study)
-    ratio = 256 / 16
-    assert facts["depth_growth_0"] > 0.8 * ratio  # the plain scan grows with the depth
-    assert facts["depth_growth_1"] > math.sqrt(ratio)  # one carry per layer
-    assert facts["depth_growth_2"] <= math.sqrt(ratio)  # nested: no more than the square root
-    assert facts["depth_growth_3"] <= math.sqrt(ratio)
-    for row in study.values():
-        assert row["nn.remat_scan(nn.remat(MLPBlock))"] < row["nn.remat_scan(MLPBlock)"]
-    assert facts["depth_sqrt_ratio"] == "4"
-    with pytest.raises(ValueError, match="not a square"):
-        lt.stacks(10)
-
-
-# --- unroll, the barrier, donation, and the page's summary -------------------------------------
-
-
-@pytest.mark.cpu_figures
-def test_unrolled_the_barrier_keeps_at_least_the_saving_and_the_verdict_says_so():
-    # The page's rule: prevent_cse=False only with unroll=1. Unrolled, only the barrier can keep
-    # the recomputation apart; whether it does is the release's (jax 0.12: without it the step
-    # needs as much as no remat, with it less; jax 0.10.2: as much either way), so the page's
-    # verdict is read from this run's figures.
-    from examples.howto.scan_transformer import barrier_verdict
-
-    temps = {name: lt.stack_temp_bytes(s) for name, s in lt.unrolled_stacks(4).items()}
-    assert list(temps) == [
-        "nn.scan(MLPBlock, unroll=4)",
-        "nn.scan(nn.remat(MLPBlock, prevent_cse=False), unroll=4)",
-        "nn.scan(nn.remat(MLPBlock), unroll=4)",
-    ]
-    plain, bare, kept = temps.values()
-    assert kept <= bare  # the barrier never costs memory here (jax 0.10.2: all three equal)
-    verdict = barrier_verdict(bare, kept, plain)
-    assert ("lost the whole saving" in verdict) == (kept < bare and bare >= plain)
-    assert ("made no difference" in verdict) == (kept == bare)
-    # Rolled (unroll=1), prevent_cse=False keeps the saving: test_checkpointed_scan_uses_less_...
+# --- donation, and the page's summary -------------------------------------------------------------
 
 
 @pytest.mark.slow

@@ -1,5 +1,6 @@
 """Fixtures of tests/reference/: the facts of examples.reference.release_facts, measured once on the
-installed JAX (test_release_facts.py, test_releases.py and test_release_table.py share them)."""
+installed JAX (test_release_facts.py, test_releases.py, test_release_table.py and
+test_release_runs.py share them)."""
 
 from __future__ import annotations
 

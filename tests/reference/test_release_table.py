@@ -68,21 +68,8 @@ def test_tables_cover_every_fact_and_release(record):
     row = table.rows[[f.key for f in release_table.FACTS].index("remat3")]
     assert "no such flag (0.6.2)" in row[1]
     assert "after 0.6.2, by 0.7.2" in row[2]
-    assert release_table.releases_table(series).column("jax") == ["`0.6.2`", "`0.7.2`"]
     assert release_table.releases_with(series, "remat3", "hi") == "0.7.2"
     assert release_table.releases_with(series, "remat3", "lo") == "no release of the matrix"
-    assert release_table.total_seconds(series) == 20.0
-    assert release_table.releases_table(series).column("in all") == ["10 s", "10 s"]
-
-
-def test_machine_text_names_the_cpus_and_the_load_range(record):
-    series = _series(record, [("0.6.2", ("remat3", None)), ("0.7.2", ("remat3", None))])
-    series[1]["machine"] = {**series[1]["machine"], "load_15min": 4.0}
-    assert release_table.machine_text(series) == (
-        "2 CPUs (some CPU), 15-minute load average 1.5 to 4.0 as each release finished"
-    )
-    series[1]["machine"]["load_15min"] = None
-    assert release_table.machine_text(series) == "2 CPUs (some CPU)"
 
 
 # --- the links of the facts table -----------------------------------------------------------------
@@ -129,23 +116,3 @@ def test_a_remat3_change_names_only_the_points_that_changed():
     assert what == f"{POINTS[-1][0]}: {before[-1]} → something else"
     assert release_table._difference("remat3_points", before, before) == "the same answers"
     assert release_table._difference("remat3_points", None, after).startswith("no such flag → ")
-
-
-def test_a_problem_on_several_releases_is_one_row_naming_them(record):
-    def on(version, skipped):
-        data = copy.deepcopy(record)
-        data["runinfo"]["jax"] = version
-        data["tests"]["skipped"] = [{"test": t, "reason": r} for t, r in skipped]
-        return data
-
-    gpu = ("tests/a.py::test_gpu", "needs a CUDA GPU")
-    flag = ("tests/b.py::test_flag", "no jax_remat3 flag")
-    series = [on("0.5.0", [gpu, flag]), on("0.6.2", [gpu, flag]), on("0.7.2", [gpu])]
-    rows = release_table.problems_table(series, "skipped").rows
-    assert [list(map(str, row)) for row in rows] == [
-        ["every release", "`tests/a.py::test_gpu`", "needs a CUDA GPU"],
-        ["`0.5.0`, `0.6.2`", "`tests/b.py::test_flag`", "no jax_remat3 flag"],
-    ]
-    # the same test with another reason is another row
-    series[2]["tests"]["skipped"].append({"test": "tests/b.py::test_flag", "reason": "flag off"})
-    assert len(release_table.problems_table(series, "skipped").rows) == 3

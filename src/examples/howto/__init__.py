@@ -1,9 +1,15 @@
 """The code of the how-to guides: one module per guide, in the order of the How-to section.
 
-- :mod:`examples.howto.scan_transformer`: remat a transformer trained with scan over layers;
+- :mod:`examples.howto.scan_transformer`: remat a transformer trained with scan over layers, with
+  :mod:`examples.howto.deep_stacks` (very deep stacks: a scan of checkpointed scans);
 - :mod:`examples.howto.linen_training` and :mod:`examples.howto.nnx_training`: the same in Flax
-  linen and Flax NNX, with :mod:`examples.howto.flax_steps` (sizes and the table they share);
-- :mod:`examples.howto.choose_policy`: choose a policy for a transformer block;
+  linen and Flax NNX, with :mod:`examples.howto.flax_steps` (sizes and the table they share),
+  :mod:`examples.howto.linen_stacks` (linen's scans of a small block: ``nn.remat_scan`` by depth,
+  the scan unrolled) and :mod:`examples.howto.nnx_scan_outputs` (what NNX's forward loop over
+  layers returns);
+- :mod:`examples.howto.choose_policy`: choose a policy for a transformer block, with
+  :mod:`examples.howto.fused_attention` (what a policy sees of a fused attention kernel) and
+  :mod:`examples.howto.offload_check` (the named values kept in host memory, stage by stage);
 - :mod:`examples.howto.measure_memory`: measure memory on your own hardware;
 - :mod:`examples.howto.fit`: will it fit? A 1B/8B decoder's training step compiled for GPUs and
   TPUs (the recorder and the page's tables), with :mod:`examples.howto.fit_model` (the model, its

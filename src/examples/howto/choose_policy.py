@@ -5,22 +5,19 @@ The code of ``docs/howto/choose-policy.md``, in the order of the page. The block
 and activations (many trainers keep float32 master weights; the page says so),
 ``jax.nn.dot_product_attention``, an MLP of ratio 4, scanned over its layers. Each
 candidate policy is compiled at a short and a long sequence, and the page reads XLA's memory and
-FLOPs and the step time off the build. The last part looks at a fused attention kernel (JAX's Pallas
-flash attention, run in interpret mode so that the CPU can trace it) to show what a policy can
-and cannot see of one.
+FLOPs and the step time off the build. What a policy can and cannot see of a fused attention
+kernel is :mod:`examples.howto.fused_attention`; host offload of the named values is
+:mod:`examples.howto.offload_check`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import warnings
 from collections.abc import Callable, Sequence
-from types import ModuleType
 from typing import Any, Literal
 
 import jax
-import jax.export  # an attribute of jax only once imported, on older releases
 import jax.numpy as jnp
 from jax.ad_checkpoint import checkpoint_name
 
@@ -31,7 +28,6 @@ from examples.tools.measure import (
     MIN_REPEATS,
     CompiledStats,
     Timing,
-    compile_for_analysis,
     compiled_stats,
     stats_of,
     time_interleaved,
@@ -424,180 +420,3 @@ def recomputed_products(cfg: Config, policy: Any, attention: Attention) -> int:
     params, x = init(cfg)
     sites = traced_remat_sites(jax.grad(make_loss(cfg, policy, attention)), params, x)
     return sum(site.products for site in sites)
-
-
-# --- a fused attention kernel --------------------------------------------------------------------
-
-
-#: The deprecation JAX attaches to the Pallas attention module from jax 0.12 on; it points to
-#: tokamax (a separate package of Pallas kernels), which this site does not install.
-PALLAS_DEPRECATION = "jax.experimental.pallas.ops.gpu.attention is deprecated"
-
-
-@functools.cache
-def pallas_attention() -> tuple[ModuleType, str | None]:
-    """JAX's Pallas attention module, and the deprecation message its import gave (or ``None``).
-
-    The module still works where it is deprecated, and it is the fused kernel the CPU can trace;
-    its deprecation is caught here, by its message only, so that the page can say it is deprecated
-    rather than have the warning fail the build (other warnings pass through).
-    """
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        from jax.experimental.pallas.ops.gpu import attention
-    message = None
-    for w in caught:
-        if issubclass(w.category, DeprecationWarning) and PALLAS_DEPRECATION in str(w.message):
-            message = str(w.message)
-        else:
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    return attention, message
-
-
-def flash_attention() -> Callable[[jax.Array, jax.Array, jax.Array], jax.Array]:
-    """JAX's Pallas flash attention (``jax.experimental.pallas.ops.gpu.attention.mha``) in
-    interpret mode: a ``custom_vjp`` whose forward and backward are ``pallas_call`` kernels."""
-    attention, _ = pallas_attention()
-    scale = FLASH_SHAPE[-1] ** -0.5  # as jax.nn.dot_product_attention scales by default
-    return functools.partial(attention.mha, segment_ids=None, sm_scale=scale, interpret=True)
-
-
-#: The name of the primitive a ``jax.custom_vjp`` call traces to. It is JAX's internal name, not
-#: an API: the tests check on every release that a policy matching it still keeps the kernel's
-#: residuals.
-CUSTOM_VJP_PRIMITIVE = "custom_vjp_call"
-
-
-def save_custom_vjp_outputs(prim: Any, *_: Any, **__: Any) -> bool:
-    """A policy: keep whatever a ``custom_vjp`` function (a fused kernel) returns."""
-    return bool(prim.name == CUSTOM_VJP_PRIMITIVE)
-
-
-#: The shape the kernel is traced at: one sequence of 128 tokens (its block size), 2 heads of 64.
-FLASH_SHAPE = (1, 128, 2, 64)
-
-
-def flash_inputs() -> tuple[jax.Array, jax.Array, jax.Array]:
-    keys = jax.random.split(jax.random.key(3), 3)
-    q, k, v = (jax.random.normal(key, FLASH_SHAPE, DTYPE) for key in keys)
-    return q, k, v
-
-
-def flash_loss(
-    policy: Any, name_output: bool = False, squared: bool = False
-) -> Callable[..., jax.Array]:
-    """A loss around one fused attention call, checkpointed with ``policy`` (or not at all).
-
-    ``name_output`` tags the kernel's output ``"attn_out"`` with ``checkpoint_name``. The loss is
-    the sum of the output, linear, so that the listing shows only what the attention keeps; with
-    ``squared`` it is the sum of its squares, whose derivative reads the output, as the out
-    projection after an attention does.
-    """
-    mha = flash_attention()
-
-    def attend(q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
-        out: jax.Array = mha(q, k, v)
-        out = checkpoint_name(out, "attn_out") if name_output else out
-        return jnp.square(out.astype(jnp.float32)) if squared else out
-
-    fn = attend if policy is NO_REMAT else jax.checkpoint(attend, policy=policy)
-    return lambda q, k, v: jnp.sum(fn(q, k, v).astype(jnp.float32))
-
-
-#: ``save_custom_vjp_outputs`` combined with a names policy that names the kernel's output.
-BOTH_FLASH_POLICY = P.save_from_both_policies(
-    P.save_only_these_names("attn_out"), save_custom_vjp_outputs
-)
-
-
-#: What the page tries on the fused kernel: label -> (policy, name the output?).
-FLASH_CASES: dict[str, tuple[Any, bool]] = {
-    NO_REMAT: (NO_REMAT, False),
-    "nothing_saveable": (P.nothing_saveable, False),
-    "dots_saveable": (P.dots_saveable, False),
-    'save_only_these_names("attn_out")': (P.save_only_these_names("attn_out"), True),
-    "save_custom_vjp_outputs": (save_custom_vjp_outputs, False),
-}
-
-
-def flash_table() -> Table:
-    """For each case: what the checkpointed attention keeps, and how often the forward kernel
-    runs in one gradient."""
-    args = flash_inputs()
-    rows = []
-    for label, (policy, name_output) in FLASH_CASES.items():
-        loss = flash_loss(policy, name_output)
-        kept = saved_residuals(loss, *args).excluding_arguments()
-        runs = kernel_runs(loss, *args).count("mha_forward")
-        shown = ", ".join(f"`{r.type_str}`" for r in kept) or "nothing"
-        rows.append([f"`{label}`", shown, runs])
-    return Table(["policy", "kept (besides the arguments)", "forward kernel runs"], rows)
-
-
-def kernel_runs(loss: Callable[..., jax.Array], *args: jax.Array) -> list[str]:
-    """The names of the ``pallas_call`` kernels in a training step's ``jax.value_and_grad(loss)``,
-    in program order.
-
-    The step returns the loss, as training steps do: under ``jax.grad`` alone the forward pass of
-    a checkpointed kernel computes a value nothing reads, and JAX's dead-code elimination drops it.
-    """
-    step = jax.value_and_grad(loss, argnums=tuple(range(len(args))))
-    jaxpr = jax.make_jaxpr(step)(*args)
-    return [
-        compat.pallas_kernel_name(eqn)
-        for eqn, _ in walk(jaxpr)
-        if eqn.primitive.name == "pallas_call"
-    ]
-
-
-# --- host offload ---------------------------------------------------------------------------------
-
-
-def offload_policy(names: Sequence[str] = KEEP_NAMES) -> Any:
-    """The names policy with its values kept in host memory instead of the device's."""
-    return P.save_and_offload_only_these_names(
-        names_which_can_be_saved=[],
-        names_which_can_be_offloaded=list(names),
-        offload_src="device",
-        offload_dst="pinned_host",
-    )
-
-
-@dataclasses.dataclass(frozen=True)
-class OffloadCheck:
-    """What each stage makes of the offloading policy, on this backend and for others."""
-
-    kept: Residuals  #: what one layer keeps (the memory kind is in each value's type)
-    to_host_bytes: int  #: bytes the traced step asks to send to host memory
-    placements: dict[str, int]  #: placement annotations in the step lowered for each platform
-    host_buffers: int  #: arrays in host memory in the step compiled for this backend
-    stats: CompiledStats  #: this backend's compiled step
-    on_device: CompiledStats  #: the same names kept in device memory, for comparison
-
-
-def offload_check(cfg: Config, platforms: Sequence[str] = ("cpu", "cuda")) -> OffloadCheck:
-    """Follow :func:`offload_policy` from the trace to the compiled step of this backend."""
-    from examples.howto import offload
-
-    params, x = init(cfg)
-    one_layer = jax.tree.map(lambda w: w[0], params)
-    policy = offload_policy()
-    step = jax.value_and_grad(make_loss(cfg, policy))
-    transfers = offload.host_transfers(jax.make_jaxpr(step)(params, x))
-    # Releases before 0.6 refuse to export the placement custom call unless told to allow it.
-    allow = [jax.export.DisabledSafetyCheck.custom_call("annotate_device_placement")]
-    export = functools.partial(jax.export.export, jax.jit(step), disabled_checks=allow)
-    placements = {
-        p: offload.placement_annotations(str(export(platforms=[p])(params, x).mlir_module()))
-        for p in platforms
-    }
-    compiled = compile_for_analysis(jax.jit(step).lower(params, x))
-    names = jax.value_and_grad(make_loss(cfg, P.save_only_these_names(*KEEP_NAMES)))
-    return OffloadCheck(
-        saved_residuals(layer_fn(cfg, policy), x, one_layer).excluding_arguments(),
-        transfers.to_host_bytes,
-        placements,
-        offload.host_buffers(str(compiled.as_text())),
-        stats_of(compiled),
-        compiled_stats(names, params, x),
-    )

@@ -9,7 +9,9 @@
 - :mod:`examples.reference.releases`: what each JAX release does with remat, recorded once per
   release of the matrix (``python -m examples.reference.releases``), with
   :mod:`examples.reference.release_facts` (the facts, measured) and
-  :mod:`examples.reference.release_table` (the page's tables) (``releases.md``);
+  :mod:`examples.reference.release_table` (the page's tables of the facts) and
+  :mod:`examples.reference.release_runs` (how each release's run went: its tests, the seconds
+  it took, the machine) (``releases.md``);
 - :mod:`examples.reference.release_views`: one view per release of the matrix, what a reader
   pinned to that release sees otherwise (``releases/jax-X.md``).
 """
