@@ -46,13 +46,8 @@ from examples.problems._kept import (
     residual_listing,
 )
 from examples.problems._process import Tally
-from examples.problems._runner import (
-    exception_line,
-    load_solution,
-    policy_attribute,
-    run_checks,
-    what_it_did,
-)
+from examples.problems._hints import policy_attribute
+from examples.problems._runner import exception_line, load_solution, run_checks, what_it_did
 from examples.tools.jaxprs import (
     live_equations,
     remat3,
