@@ -13,10 +13,8 @@ import json
 import jax
 import pytest
 
-from examples.explorer import data as explorer_data
 from examples.howto import fit
 from examples.howto import fit_model as fm
-from examples.tools import plan_records
 
 #: The tests that compile the decoder's step (jax.set_mesh constrains its activations).
 needs_set_mesh = pytest.mark.skipif(
@@ -143,51 +141,6 @@ def test_the_tables_have_a_row_per_policy_and_say_where_the_plans_came_from():
             assert len(fit.largest_table(r).rows) == len(r.largest)
 
 
-def test_the_explorer_plan_is_for_the_config_of_the_measured_record():
-    path = fit.PLANS / "explorer-h100.json"
-    if not path.exists():
-        pytest.skip("explorer-h100.json not recorded")
-    plans, _info = plan_records.load(path)
-    measured = explorer_data.load(explorer_data.RUNS / "nvidia-h100.json")
-    table = fit.explorer_table(plans, measured, _info["jax"])
-    assert table.caption.startswith("Plans")
-    assert {p.label for p in plans.plans} == set(fit.EXPLORER_POLICIES)
-    assert len(table.rows) == len(fit.EXPLORER_POLICIES)
-    assert all(p.device_kind == measured.runinfo["device"] for p in plans.plans)
-
-
-# --- the recorder, on the CPU target --------------------------------------------------------------
-
-
-@needs_set_mesh
-def test_the_cpu_target_plans_less_memory_with_nothing_saveable():
-    none = fit.compile_step(fm.DEMO, "cpu", "no remat", 2)
-    nothing = fit.compile_step(fm.DEMO, "cpu", "nothing_saveable", 2)
-    assert nothing.temp_bytes < none.temp_bytes
-    assert none.alias_bytes > 0  # parameters and Adam's state are donated
-
-
-@needs_set_mesh
-def test_the_recorder_writes_a_record_it_can_read_and_never_overwrites(tmp_path, monkeypatch):
-    monkeypatch.setitem(fm.CONFIGS, "demo", fm.DEMO)
-    out = tmp_path / "fit-cpu-demo.json"
-    argv = ["--target", "cpu", "--config", "demo", "--batch", "2",
-            "--policies", "nothing_saveable", "--out", str(out)]  # fmt: skip
-    assert fit.main(argv) == 0
-    rec = fit.load(out)
-    assert rec.plan("nothing_saveable").fits
-    assert rec.model["params"] == fm.param_count(fm.DEMO)
-    assert json.loads(out.read_text())["schema"] == fit.SCHEMA
-    with pytest.raises(SystemExit):
-        fit.main(argv)  # the file exists
-
-
-def test_an_unknown_policy_is_refused_with_the_known_ones(capsys):
-    with pytest.raises(SystemExit):
-        fit.main(["--target", "cpu", "--config", "1b", "--policies", "full", "--out", "x.json"])
-    assert "unknown policy 'full'; known: 'no remat'" in capsys.readouterr().err
-
-
 def test_a_record_of_another_kind_is_refused(tmp_path):
     path = tmp_path / "fit-bad.json"
     path.write_text(json.dumps({"schema": "something/else", "runinfo": {}}))
@@ -227,25 +180,6 @@ def test_over_its_limit_the_gpu_plan_without_remat_counts_more_flops_per_sequenc
     assert per_seq[4] > 1.2 * per_seq[3]
     assert near.tried[4].error is None
     assert not near.tried[4].fits
-
-
-def test_the_roofline_estimate_is_the_flops_over_the_published_peak():
-    assert fit.roofline_seconds(989e12, "NVIDIA H100 80GB HBM3") == pytest.approx(1.0)
-    assert fit.roofline_seconds(197e12, "TPU v5 lite") == pytest.approx(1.0)
-    measured = explorer_data.load(explorer_data.RUNS / "nvidia-h100.json")
-    table = fit.explorer_estimates(measured)
-    assert table.caption.startswith("Estimate beside measurement")
-    for row in table.rows:  # an estimate at peak is never slower than the run
-        assert float(row[-1].rstrip("%")) < 100
-
-
-def test_the_estimate_table_ends_with_the_least_work_that_fits():
-    rec = BY_KEY[("h100-80gb x8", "8b")]
-    line = fit.estimate_verdict_line(rec)
-    fitting = [p for p in rec.plans if p.fits]
-    least = min(fitting, key=lambda p: (fit.program_flops(rec.config, p.label), p.label))
-    assert f"`{least.label}` asks for the least work" in line
-    assert fit.estimate_table(rec).caption.startswith("Estimate, not a measurement")
 
 
 def test_every_plan_the_tpu_compiler_returned_has_its_peak_within_the_budget():
@@ -297,3 +231,10 @@ def test_a_recorded_8b_plan_fits_only_through_xlas_pass():
             >= next(s for s in rec.largest if s.label == label).tried[b].total_bytes
         )
         assert f"`{label}` {b} (only through XLA's own remat)" in fit.largest_verdict_line(rec)
+
+
+def test_the_warning_the_page_prints_is_the_8b_step_without_remat_at_one_sequence():
+    rec, p, line = fit.xla_warning(RECORDS, "no remat")
+    one = next(s for s in rec.largest if s.label == "no remat").tried[1]
+    assert (rec.model["name"], p) == ("8b", one)
+    assert "Can't reduce memory use below" in line

@@ -12,9 +12,10 @@
   :mod:`examples.howto.offload_check` (the named values kept in host memory, stage by stage);
 - :mod:`examples.howto.measure_memory`: measure memory on your own hardware;
 - :mod:`examples.howto.fit`: will it fit? A 1B/8B decoder's training step compiled for GPUs and
-  TPUs (the recorder and the page's tables), with :mod:`examples.howto.fit_model` (the model, its
-  FSDP specs and policies) and :mod:`examples.howto.fit_own` (a reader's own step, plain JAX and
-  Flax NNX, through one call);
+  TPUs (its records and the page's tables), with :mod:`examples.howto.fit_record` (the recorder),
+  :mod:`examples.howto.fit_estimate` (a time estimate), :mod:`examples.howto.fit_model` (the
+  model, its FSDP specs and policies) and :mod:`examples.howto.fit_own` (a reader's own step,
+  plain JAX and Flax NNX, through one call);
 - :mod:`examples.howto.diagnose` and :mod:`examples.howto.symptoms`: when remat goes wrong, a
   diagnostic for the reader's own function and the symptoms it tells apart, with
   :mod:`examples.howto.answers` (the behaviours behind the questions readers bring);

@@ -1,44 +1,28 @@
-"""How-to "Will it fit?": the decoder of :mod:`examples.howto.fit_model` compiled for GPUs and TPUs.
+"""How-to "Will it fit?": the records of the decoder of :mod:`examples.howto.fit_model`
+compiled for GPUs and TPUs, and the page's tables of them.
 
-The records of ``docs/howto/will-it-fit.md`` are written here, on a machine with the target
-compilers installed (``nox -s plans``; see :mod:`examples.tools.targets`), by
-
-    python -m examples.howto.fit --target "h100-80gb x8" --config 1b --batch 4 \\
-        --largest 1 64 --out src/examples/data/plans/fit-h100x8-1b.json
-
-which compiles one training step per policy (:data:`examples.howto.fit_model.POLICIES`) at the
-given per-device batch and, with ``--largest LO HI``, bisects over per-device batches for the
-largest each policy fits within the target's budget (every compile kept: the fit and the
-failure above it). ``--xla-remat-off`` compiles each plan that fits again with XLA's own
-rematerialization pass off (``--xla-remat-off-at LABEL@BATCH`` names plans to do so for). A
-record never replaces an existing file. The page renders the records with :func:`load_all` and
-the functions below, which judge every plan against its budget again and count each step's
-FLOPs from its program (:func:`program_flops`); nothing here needs the compilers to read a
-record.
+:mod:`examples.howto.fit_record` writes the records (on a machine with the target compilers,
+``nox -s plans``); :func:`load_all` reads them from ``src/examples/data/plans/``, merging those
+of one target and model. The functions below judge every plan against its target's budget again
+(an older record gets the budget when read), count each step's FLOPs from its program
+(:func:`program_flops`, every layer counted), mark a plan that fits only because XLA's own
+rematerialization pass recomputed, and end each table with its verdict.
+:mod:`examples.howto.fit_estimate` adds a time estimate. Nothing here needs the compilers.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import datetime
 import functools
-import json
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import jax
-import numpy as np
-from jax.sharding import Mesh
-from jax.sharding import PartitionSpec as Spec
-
 from examples.howto import fit_model as fm
-from examples.tools import plan_records, recorded
+from examples.tools import recorded
 from examples.tools.display import Table, format_bytes
-from examples.tools.plans import Plan, Plans, compile_plan, largest_batch, plan, step_flops
-from examples.tools.targets import devices, machine
+from examples.tools.plan_flops import step_flops
+from examples.tools.plans import Plan, Plans
 from examples.tools.targets import target as find_target
 
 SCHEMA = "jax-remat-guide/fit/1"
@@ -180,170 +164,8 @@ def _complete(rec: Record) -> None:
     rec.largest = list(by_label.values())
 
 
-# --- compiling ------------------------------------------------------------------------------------
-
-
-def _mesh(target: str) -> Mesh:
-    return Mesh(np.array(devices(target), dtype=object), ("fsdp",))
-
-
 #: The compiler option that turns XLA's own rematerialization pass off.
 XLA_REMAT_OFF = {"xla_disable_hlo_passes": "rematerialization"}
-
-
-def compile_step(
-    cfg: fm.ModelConfig, target: str, label: str, per_device: int,
-    compiler_options: dict[str, str] | None = None,
-) -> Plan:  # fmt: skip
-    """The target compiler's plan for one training step under one policy (FSDP over every
-    device, parameters and Adam's state donated)."""
-    n = find_target(target).device_count
-    weights, opt, _batch, _ = fm.in_specs(cfg)
-    with jax.set_mesh(_mesh(target)):  # the model's activation constraints read this mesh
-        return compile_plan(
-            fm.make_step(cfg, fm.POLICIES[label]), *fm.abstract_args(cfg, per_device * n),
-            target=target, label=label, in_specs=fm.in_specs(cfg),
-            out_specs=(weights, opt, Spec()), donate_argnums=(0, 1),
-            compiler_options=compiler_options,
-        )  # fmt: skip
-
-
-def search(cfg: fm.ModelConfig, target: str, label: str, lo: int, hi: int) -> Search:
-    """The largest per-device batch in ``lo..hi`` whose plan fits, by bisection."""
-    n = find_target(target).device_count
-    weights, opt, _, _ = fm.in_specs(cfg)
-    with jax.set_mesh(_mesh(target)):
-        found = largest_batch(
-            lambda b: fm.abstract_args(cfg, b * n),
-            lambda policy: fm.make_step(cfg, policy),
-            fm.POLICIES[label], target, lo, hi, label=label,
-            in_specs=fm.in_specs(cfg), out_specs=(weights, opt, Spec()), donate_argnums=(0, 1),
-        )  # fmt: skip
-    return Search(label, found.batch, found.fail_batch, found.tried)
-
-
-def record(
-    cfg: fm.ModelConfig,
-    target: str,
-    batch: int,
-    labels: Sequence[str],
-    largest: tuple[int, int] | None = None,
-    largest_labels: Sequence[str] | None = None,
-    progress: Path | None = None,
-    xla_remat_off: bool = False,
-) -> Record:
-    """Compile every policy of ``labels`` at ``batch`` per device and, with ``largest``, search
-    the largest batch of each of ``largest_labels`` (default: ``labels``) that fits the target's
-    budget. With ``xla_remat_off``, every plan that fits (at ``batch``, and each search's answer)
-    is compiled again with XLA's own rematerialization pass off. ``progress``: a file rewritten
-    with the record so far after each policy (compiles are slow)."""
-    info = {**machine(), "date": datetime.date.today().isoformat()}
-    model = {**dataclasses.asdict(cfg), "params": fm.param_count(cfg)}
-    rec = Record(info, find_target(target).as_dict(), model, batch, [], [])
-
-    def done(what: str) -> None:
-        print(what, file=sys.stderr, flush=True)
-        if progress is not None:
-            progress.write_text(json.dumps(rec.as_dict(), indent=1) + "\n", encoding="utf-8")
-
-    for label in labels:
-        rec.plans.append(compile_step(cfg, target, label, batch))
-        done(f"{label}: {rec.plans[-1].compile_seconds:.1f} s, fits: {rec.plans[-1].fits}")
-    if largest is not None:
-        for label in largest_labels or labels:
-            rec.largest.append(search(cfg, target, label, *largest))
-            done(f"largest {label}: {rec.largest[-1].batch}")
-    if xla_remat_off:
-        fitting = [(p.label, batch) for p in rec.plans if p.fits]
-        fitting += [(s.label, s.batch) for s in rec.largest if s.batch is not None]
-        for label, b in dict.fromkeys(fitting):
-            off = compile_step(cfg, target, label, b, XLA_REMAT_OFF)
-            rec.xla_remat_off.setdefault(label, {})[b] = off
-            done(f"{label} at {b}, XLA's rematerialization off: fits: {off.fits}")
-    return rec
-
-
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m examples.howto.fit", description=__doc__)
-    p.add_argument("--target", required=True, help="a name of examples.tools.targets.TARGETS")
-    p.add_argument("--config", required=True, choices=sorted(fm.CONFIGS))
-    p.add_argument("--batch", type=int, default=0, help="sequences per device (with --policies)")
-    p.add_argument(
-        "--policies",
-        nargs="*",
-        default=None,
-        metavar="LABEL",
-        help="policies to plan at --batch (default: all of them, if --batch is given)",
-    )
-    p.add_argument("--largest", nargs=2, type=int, metavar=("LO", "HI"))
-    p.add_argument("--largest-policies", nargs="*", metavar="LABEL")
-    p.add_argument("--out", required=True, type=Path)
-    p.add_argument("--progress", type=Path, help="a file rewritten with the record so far")
-    p.add_argument(
-        "--xla-remat-off",
-        action="store_true",
-        help="compile each plan that fits again with XLA's rematerialization pass off",
-    )
-    p.add_argument(
-        "--xla-remat-off-at",
-        nargs="*",
-        default=[],
-        metavar="LABEL@BATCH",
-        help="compile these (policy, per-device batch) with XLA's pass off",
-    )
-    return p
-
-
-#: The explorer's policies planned beside its measured H100 record.
-EXPLORER_POLICIES = ("no remat", "dots_with_no_batch_dims_saveable", "nothing_saveable")
-
-
-def explorer_plans(target: str = "h100-80gb") -> Plans:
-    """The explorer's gradient (its config of the committed H100 record, float32) compiled for
-    one H100: the plan to set beside what that record measured on the GPU."""
-    from examples.explorer import data
-    from examples.explorer import model as em
-    from examples.tools.models import init_inputs, init_params
-
-    cfg = data.load(data.RUNS / "nvidia-h100.json").config
-    args = jax.eval_shape(lambda: (init_params(cfg), init_inputs(cfg)))
-    return plan(lambda policy: jax.grad(em.make_loss(cfg, policy)), *args, targets=[target],
-                policies={k: em.POLICIES[k] for k in EXPLORER_POLICIES})  # fmt: skip
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["explorer"]:  # python -m examples.howto.fit explorer PATH
-        plans = explorer_plans()
-        print(plans.table().to_text())
-        print(f"wrote {plan_records.save(plans, argv[1])}")
-        return 0
-    args = parser().parse_args(argv)
-    if args.policies is None:
-        args.policies = list(fm.POLICIES) if args.batch else []
-    for label in [*args.policies, *(args.largest_policies or [])]:
-        if label not in fm.POLICIES:
-            parser().error(f"unknown policy {label!r}; known: {', '.join(map(repr, fm.POLICIES))}")
-    if args.out.exists():
-        parser().error(f"{args.out} exists; not overwriting it (remove it first)")
-    rec = record(
-        fm.CONFIGS[args.config], args.target, args.batch, args.policies,
-        tuple(args.largest) if args.largest else None, args.largest_policies, args.progress,
-        args.xla_remat_off,
-    )  # fmt: skip
-    for item in args.xla_remat_off_at:
-        label, _, b = item.rpartition("@")
-        if label not in fm.POLICIES:
-            parser().error(f"unknown policy {label!r} in {item!r}")
-        off = compile_step(fm.CONFIGS[args.config], args.target, label, int(b), XLA_REMAT_OFF)
-        rec.xla_remat_off.setdefault(label, {})[int(b)] = off
-        print(f"{label} at {b}, XLA's rematerialization off: fits: {off.fits}", file=sys.stderr)
-        if args.progress is not None:
-            args.progress.write_text(json.dumps(rec.as_dict(), indent=1) + "\n", encoding="utf-8")
-    recorded.write_new(args.out, rec.as_dict())
-    if rec.plans:
-        print(plans_table(rec).to_text())
-    return 0
 
 
 # --- what the page shows --------------------------------------------------------------------------
@@ -364,7 +186,7 @@ PROGRAM_FLOPS = (
 @functools.cache
 def program_flops(cfg: fm.ModelConfig, label: str) -> float:
     """One sequence's share of a training step's matmul FLOPs under a policy, every scanned
-    layer counted (:func:`~examples.tools.plans.step_flops`; the same for every target, and
+    layer counted (:func:`~examples.tools.plan_flops.step_flops`; the same for every target, and
     proportional to the batch)."""
     return step_flops(fm.make_step(cfg, fm.POLICIES[label]), *fm.abstract_args(cfg, 1))
 
@@ -586,6 +408,17 @@ def first_error(records: Sequence[Record]) -> tuple[Record, Plan]:
     raise LookupError("no record holds a compiler out-of-memory error")
 
 
+def xla_warning(
+    records: Sequence[Record], label: str, needle: str = "Can't reduce memory use"
+) -> tuple[Record, Plan, str]:
+    """The first warning of XLA's rematerialization pass logged for a plan of ``label``
+    compiled with the pass on, with its record and plan."""
+    for rec, p, line in xla_log_lines(records, needle):
+        if p.label == label and not p.xla_remat_off:
+            return rec, p, line
+    raise LookupError(f"no record holds XLA's warning {needle!r} for {label!r}")
+
+
 def xla_log_lines(records: Sequence[Record], needle: str) -> list[tuple[Record, Plan, str]]:
     """Every logged compiler line containing ``needle``, with its record and plan."""
     found = []
@@ -595,102 +428,3 @@ def xla_log_lines(records: Sequence[Record], needle: str) -> list[tuple[Record, 
         for p in plans:
             found += [(rec, p, line) for line in p.log if needle in line]
     return found
-
-
-# --- a time estimate ------------------------------------------------------------------------------
-
-#: Published dense peak rates per device: (FLOP/s for bfloat16 matmuls, FLOP/s for float32 matmuls
-#: as XLA runs them by default, HBM bytes/s, source).
-PEAKS: dict[str, tuple[float, float, float, str]] = {
-    "NVIDIA H100 80GB HBM3": (989e12, 494.5e12, 3.35e12, "NVIDIA H100 SXM data sheet (dense)"),
-    "NVIDIA H200": (989e12, 494.5e12, 4.8e12, "NVIDIA H200 SXM data sheet (dense)"),
-    "NVIDIA A100-SXM4-80GB": (312e12, 156e12, 2.039e12, "NVIDIA A100 data sheet (dense)"),
-    "TPU v5 lite": (197e12, 197e12, 819e9, "Google Cloud TPU v5e documentation"),
-    "TPU v6 lite": (918e12, 918e12, 1640e9, "Google Cloud TPU v6e documentation"),
-    "TPU v5": (459e12, 459e12, 2765e9, "Google Cloud TPU v5p documentation"),
-}
-
-
-def peaks_for(device_kind: str) -> tuple[float, float, float, str]:
-    for kind, peaks in PEAKS.items():
-        if device_kind.startswith(kind):
-            return peaks
-    raise KeyError(f"no published peak rates for {device_kind!r}")
-
-
-def roofline_seconds(flops: float, device_kind: str, dtype: str = "bfloat16") -> float:
-    """The time of ``flops`` matmul FLOPs on one device at its published dense peak: a lower
-    bound on a step's time (memory traffic, communication and other work not counted)."""
-    bf16, f32, _bw, _ = peaks_for(device_kind)
-    return flops / (bf16 if dtype == "bfloat16" else f32)
-
-
-def estimate_table(rec: Record) -> Table:
-    """Per policy at the record's batch: the compute-bound time estimate of one step."""
-    cfg, rows = rec.config, []
-    kind = rec.target["device_kind"]
-    for p in rec.plans:
-        step = program_flops(cfg, p.label) * rec.batch
-        rows.append(
-            [
-                f"`{p.label}`",
-                _tflops(step),
-                f"{roofline_seconds(step, kind) * 1e3:,.0f} ms",
-                verdict(p, rec, rec.batch),
-            ]
-        )
-    _, _, _, where = peaks_for(kind)
-    return Table(["policy", "TFLOPs per step per device", "estimate at peak", "plan"], rows,
-                 caption=f"Estimate, not a measurement: {rec.target['name']}, the "
-                         f"{cfg.name.upper()} model at {rec.batch} sequences per device; "
-                         f"matmul FLOPs over the bfloat16 dense peak ({where})")  # fmt: skip
-
-
-def estimate_verdict_line(rec: Record) -> str:
-    """One line: of the plans that fit the budget, the one with the shortest estimate."""
-    fitting = [p for p in rec.plans if p.fits and not fits_only_through_xla(rec, p, rec.batch)]
-    if not fitting:
-        return "**Verdict:** no plan here fits within the budget."
-    best = min(fitting, key=lambda p: (program_flops(rec.config, p.label), p.label))
-    step = program_flops(rec.config, best.label) * rec.batch
-    ms = roofline_seconds(step, rec.target["device_kind"]) * 1e3
-    return (
-        f"**Verdict:** of the plans within the budget, `{best.label}` asks for the least work: "
-        f"at least {ms:,.0f} ms a step at peak."
-    )
-
-
-def explorer_estimates(run: Any) -> Table:
-    """The explorer's measured step times on a GPU beside the same step's compute-bound
-    estimate (its float32 matmuls at the GPU's float32 dense peak, as XLA runs them)."""
-    from examples.explorer import model as em
-    from examples.tools.models import init_inputs, init_params
-
-    cfg = run.config
-    args = jax.eval_shape(lambda: (init_params(cfg), init_inputs(cfg)))
-    kind = run.runinfo["device"]
-    rows = []
-    for r in run.results:
-        if r.policy not in em.POLICIES or r.step_time_s is None:
-            continue
-        flops = step_flops(jax.grad(em.make_loss(cfg, em.POLICIES[r.policy])), *args)
-        est = roofline_seconds(flops, kind, "float32")
-        rows.append(
-            [
-                f"`{r.policy}`",
-                f"{flops / 1e12:,.2f}",
-                f"{est * 1e3:,.1f} ms",
-                f"{r.step_time_s * 1e3:,.1f} ms",
-                f"{est / r.step_time_s:.0%}",
-            ]
-        )
-    _, _, _, where = peaks_for(kind)
-    return Table(["policy", "TFLOPs per step", "estimate at peak", "measured",
-                  "estimate / measured"], rows,
-                 caption=f"Estimate beside measurement: the explorer's gradient on one {kind} "
-                         f"(jax {run.runinfo['jax']}); the estimate is its float32 matmul FLOPs "
-                         f"at the float32 (TF32) dense peak ({where})")  # fmt: skip
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -11,6 +11,7 @@
 - :mod:`examples.tools.recorded`: measurements recorded on other machines, shipped in ``data/``.
 - :mod:`examples.tools.targets`: GPUs and TPUs to compile for without one; their compilers' errors.
 - :mod:`examples.tools.plans`: a step compiled for a target and a policy: the compiler's plan.
+- :mod:`examples.tools.plan_flops`: a step's FLOPs, the compiler's count and its program's.
 - :mod:`examples.tools.plan_records`: plans kept as JSON records; the reference step they check.
 - :mod:`examples.tools.prose`: words of prose and words per sentence of a page, as a reader meets them.
 - :mod:`examples.tools.compat`: the few spellings that differ between the JAX releases supported.

@@ -35,54 +35,32 @@ each becomes a :class:`~jax.sharding.NamedSharding` on a :class:`~jax.sharding.M
 target's devices with axes ``mesh_axes`` (one axis by default, ``"fsdp"``, over every device;
 pass ``mesh_shape`` for more axes).
 
-What a :class:`Plan` holds, and what it is not:
+What a :class:`Plan` holds (per device; the compiler's plan for the executable it would run,
+not a measured peak):
 
-- per-device bytes from ``compiled.memory_analysis()``: temporaries, arguments, outputs, aliased
-  (donated buffers reused for outputs) and generated code. :attr:`Plan.total_bytes` is
-  arguments + outputs + temporaries - aliased, the sum MaxText's ``print_compiled_memory_stats``
-  reports as "Total memory size" (JAX's docs give no formula); generated code is left out of it.
-  ``fits`` compares it (on a TPU, the compiler's own ``peak_memory_in_bytes``, the figure that
-  compiler refuses by) with a budget: the target's own limit
-  (:attr:`~examples.tools.targets.Target.budget_bytes`: 80% of a GPU's memory, the TPU
-  compiler's available HBM) unless ``budget=`` gives another. These are the
-  compiler's plans for the executable it would run, not measured peaks: allocator fragmentation,
-  other processes and preallocation are not in them.
-- FLOPs and bytes accessed from ``cost_analysis()``. XLA counts a ``while`` body (a scan over
-  layers) once, not once per iteration; :func:`step_flops` counts a step's matrix products in
-  its jaxpr with every iteration counted, the same for every target. XLA's GPU compiler
-  reports no cost analysis for compile-only devices; there the compiled (GPU-optimised) HLO
-  module is costed by XLA's ``HloCostAnalysis`` through the CPU client, and
-  :attr:`Plan.cost_source` says which.
-- collectives counted in the compiled HLO text (each ``all-gather``, ``reduce-scatter``,
-  ``all-reduce``, ``all-to-all``, ``collective-permute`` instruction; a ``-start``/``-done``
-  pair counts once; one inside a loop body counts once).
-- :attr:`Plan.error`: where the TPU compiler refuses a plan over its HBM (``RESOURCE_EXHAUSTED:
-  ... CompileTimeHbmOom``), an :class:`OutOfMemory` with the message verbatim and the required and
-  available bytes parsed from it; the plan's byte fields are then ``None``. XLA's GPU compiler
-  does not refuse: over memory it logs that its rematerialization pass could not reach the limit
-  and returns the plan, whose ``fits`` is then False. Any other compile error propagates.
-- :attr:`Plan.log`: XLA's warning lines while compiling (its rematerialization pass's "Can't
-  reduce memory use below ..."), and :attr:`Plan.compiler_options`, e.g. the pass turned off.
+- bytes from ``memory_analysis()``. :attr:`Plan.total_bytes` is arguments + outputs +
+  temporaries - aliased (MaxText's "Total memory size"). ``fits`` compares it (on a TPU, the
+  compiler's own ``peak_memory_in_bytes``, which that compiler refuses by) with a budget: the
+  target's :attr:`~examples.tools.targets.Target.budget_bytes` unless ``budget=`` gives another.
+- FLOPs and bytes accessed, the compiler's count (:mod:`examples.tools.plan_flops`: the body
+  of a scan over layers counted once; :attr:`Plan.cost_source` says which cost model).
+- collectives counted in the compiled HLO text (a ``-start``/``-done`` pair once; one inside a
+  loop body once).
+- :attr:`Plan.error`: the TPU compiler's refusal (``CompileTimeHbmOom``) as an
+  :class:`OutOfMemory`, message verbatim; XLA's GPU compiler returns a plan over memory
+  instead. Any other compile error propagates. :attr:`Plan.log`: XLA's warning lines ("Can't
+  reduce memory use below ... by rematerialization"); :attr:`Plan.compiler_options`.
 
-Records: :meth:`Plans.as_dict` / :meth:`Plans.from_dict` and :func:`save` / :func:`load` write
-and read a JSON record (schema ``jax-remat-guide/plans/1``) naming the machine, the jax, jaxlib,
-libtpu and CUDA plugin versions and each GPU spec file. ``nox -s plans`` installs the compilers,
-runs the tests marked ``plans`` (among them one that compiles :func:`reference_step` again and
-compares with its committed record, ``data/plans/reference.json``), and can run any recording
-command (``nox -s plans -- python -m examples.tools.plan_records record``).
+Records: :meth:`Plans.as_dict` / :meth:`Plans.from_dict` (schema ``jax-remat-guide/plans/1``,
+naming the machine, every version and each GPU spec); :mod:`examples.tools.plan_records`
+writes and checks them (``nox -s plans``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import importlib
-import os
-import re
-import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -91,7 +69,15 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from examples.tools import compat
 from examples.tools.display import Align, Table, format_bytes
-from examples.tools.targets import OutOfMemory, Target, count_collectives, devices, machine
+from examples.tools.plan_flops import compiled_costs
+from examples.tools.targets import (
+    OutOfMemory,
+    Target,
+    count_collectives,
+    devices,
+    machine,
+    xla_log,
+)
 from examples.tools.targets import target as find_target
 
 #: The policy value that means "no jax.checkpoint at all" (labelled "no remat").
@@ -234,51 +220,6 @@ def _abstract(args: Any, in_specs: Any, mesh: Mesh) -> Any:
         ) from error
 
 
-def _costs(compiled: Any) -> tuple[float | None, float | None, str | None]:
-    """FLOPs and bytes accessed: the compiler's own ``cost_analysis()``, or where it reports none
-    (XLA's GPU compiler, for compile-only devices) the compiled HLO module costed by XLA's
-    ``HloCostAnalysis`` through the CPU client (a private call of jaxlib; None if it is gone)."""
-    cost = compat.cost_analysis(compiled)
-    source = "compiled"
-    if not cost or "flops" not in cost:
-        try:
-            _jax = importlib.import_module("jax._src.lib")._jax
-            (module,) = compiled.runtime_executable().hlo_modules()
-            client = jax.devices("cpu")[0].client
-            cost = _jax.hlo_module_cost_analysis(client, module)
-            source = "compiled HLO, XLA's CPU cost analysis"
-        except Exception:  # a private API: absent or changed on some jaxlib
-            return None, None, None
-    accessed = cost.get("bytes accessed")
-    return float(cost["flops"]), None if accessed is None else float(accessed), source
-
-
-@contextlib.contextmanager
-def _xla_log(lines: list[str]) -> Iterator[None]:
-    """Copy what XLA writes to the process's standard error meanwhile into ``lines`` (its
-    warning and error lines, as ``W... file.cc:123] message``), and still write it there."""
-    fd = 2  # XLA writes to the process's file descriptor 2, whatever sys.stderr is
-    try:
-        sys.stderr.flush()
-        saved = os.dup(fd)
-    except OSError:  # no descriptor 2 at all
-        yield
-        return
-    with tempfile.TemporaryFile() as tmp:
-        os.dup2(tmp.fileno(), fd)
-        try:
-            yield
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, fd)
-            os.close(saved)
-            tmp.seek(0)
-            text = tmp.read().decode("utf-8", "replace")
-            if text:
-                os.write(fd, text.encode())
-            lines += [ln[:2000] for ln in text.splitlines() if re.match(r"[WEF]\d{4} ", ln)][:40]
-
-
 def compile_plan(
     fn: Callable[..., Any],
     *args: Any,
@@ -321,7 +262,7 @@ def compile_plan(
     options = dict(compiler_options or {})
     log: list[str] = []
     try:
-        with _xla_log(log):
+        with xla_log(log):
             compiled = lowered.compile(options) if options else lowered.compile()
     except Exception as raised:
         error = OutOfMemory.parse(str(raised))
@@ -331,7 +272,7 @@ def compile_plan(
         memory = compiled.memory_analysis()
         if memory is None:
             raise RuntimeError(f"the {t.platform} compiler reports no memory analysis")
-        costs = _costs(compiled)
+        costs = compiled_costs(compiled)
         collectives = count_collectives(compiled.as_text() or "")
     seconds = time.perf_counter() - start
 
@@ -392,19 +333,11 @@ class Plans:
                     if p.error.required_bytes
                     else ""
                 )
-            rows.append(
-                [
-                    p.target,
-                    p.label,
-                    _bytes(p.temp_bytes),
-                    _bytes(p.argument_bytes),
-                    _bytes(p.total_bytes),
-                    _bytes(p.peak_bytes),
-                    format_bytes(p.budget),
-                    verdict,
-                    "" if p.flops is None else f"{p.flops / 1e9:,.1f}",
-                ]
-            )
+            rows.append([
+                p.target, p.label, _bytes(p.temp_bytes), _bytes(p.argument_bytes),
+                _bytes(p.total_bytes), _bytes(p.peak_bytes), format_bytes(p.budget), verdict,
+                "" if p.flops is None else f"{p.flops / 1e9:,.1f}",
+            ])  # fmt: skip
         header = ["target", "policy", "temporaries", "arguments", "total", "compiler's peak",
                   "budget", "fits?", "compiler's GFLOPs"]  # fmt: skip
         align: list[Align] = ["left", "left", "right", "right", "right", "right", "right",
@@ -514,61 +447,3 @@ def largest_batch(
         good, bad = (mid, bad) if fits(mid * multiple_of) else (good, mid)
     best, above = good * multiple_of, bad * multiple_of
     return BatchSearch(t, name, best, tried[best], tried[above], above, tried)
-
-
-# --- the work of a full step ------------------------------------------------------------------
-
-
-def _jaxprs_in(value: Any) -> list[Any]:
-    """The jaxprs an equation's parameter holds (a Jaxpr, a ClosedJaxpr, or a tuple of them)."""
-    if isinstance(value, (tuple, list)):
-        return [j for v in value for j in _jaxprs_in(v)]
-    if hasattr(value, "eqns"):  # a Jaxpr
-        return [value]
-    if hasattr(value, "jaxpr") and hasattr(value, "consts"):  # a ClosedJaxpr
-        return [value.jaxpr]
-    return []
-
-
-def _dot_flops(eqn: Any) -> float:
-    lhs, rhs = (v.aval.shape for v in eqn.invars[:2])
-    (_lhs_contract, _), (_lhs_batch, rhs_batch) = eqn.params["dimension_numbers"]
-    rhs_free = [d for i, d in enumerate(rhs) if i not in (*rhs_batch, *_rhs_contract(eqn))]
-    return 2.0 * float(np.prod(lhs, dtype=np.float64)) * float(np.prod(rhs_free, dtype=np.float64))
-
-
-def _rhs_contract(eqn: Any) -> tuple[int, ...]:
-    return tuple(eqn.params["dimension_numbers"][0][1])
-
-
-def _count(jaxpr: Any) -> float:
-    total = 0.0
-    for eqn in jaxpr.eqns:
-        name = eqn.primitive.name
-        if name == "dot_general":
-            total += _dot_flops(eqn)
-            continue
-        if name == "cond":  # one branch runs: count the dearest
-            total += max((_count(j) for j in _jaxprs_in(eqn.params["branches"])), default=0.0)
-            continue
-        inner = sum(_count(j) for v in eqn.params.values() for j in _jaxprs_in(v))
-        if name == "scan":
-            inner *= eqn.params["length"]
-        elif name == "while":
-            raise ValueError(
-                "a while loop's trip count is not known when tracing; step_flops counts "
-                "scans (jax.lax.scan, fori_loop with static bounds) only"
-            )
-        total += inner
-    return total
-
-
-def step_flops(fn: Callable[..., Any], *args: Any) -> float:
-    """The matrix-multiply FLOPs of one call of ``fn``, counted in its jaxpr: ``2 * m * n * k``
-    for every ``dot_general``, a scan's body once per iteration, the recomputation a
-    ``jax.checkpoint`` policy asks for included. This is the work the program asks of any
-    compiler, the same for every target; XLA's own rematerialization (which happens later) is
-    not in it, and elementwise work is left out. ``args`` may be shapes
-    (:class:`jax.ShapeDtypeStruct`); nothing is compiled or run."""
-    closed = jax.make_jaxpr(fn)(*args)
-    return _count(closed.jaxpr)

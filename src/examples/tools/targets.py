@@ -45,6 +45,7 @@ pages render; ``nox -s docs`` reads the records and builds without either compil
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import importlib.metadata
@@ -52,6 +53,9 @@ import importlib.util
 import os
 import platform
 import re
+import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -328,6 +332,32 @@ class OutOfMemory:
 
 def _size(found: re.Match[str] | None) -> int | None:
     return None if found is None else round(float(found.group(1)) * _UNITS[found.group(2)])
+
+
+@contextlib.contextmanager
+def xla_log(lines: list[str]) -> Iterator[None]:
+    """Copy what XLA writes to the process's standard error meanwhile into ``lines`` (its
+    warning and error lines, as ``W... file.cc:123] message``), and still write it there."""
+    fd = 2  # XLA writes to the process's file descriptor 2, whatever sys.stderr is
+    try:
+        sys.stderr.flush()
+        saved = os.dup(fd)
+    except OSError:  # no descriptor 2 at all
+        yield
+        return
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), fd)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, fd)
+            os.close(saved)
+            tmp.seek(0)
+            text = tmp.read().decode("utf-8", "replace")
+            if text:
+                os.write(fd, text.encode())
+            lines += [ln[:2000] for ln in text.splitlines() if re.match(r"[WEF]\d{4} ", ln)][:40]
 
 
 def count_collectives(hlo_text: str) -> dict[str, int]:
