@@ -307,3 +307,12 @@ def test_xla_log_lines_are_captured_and_still_written(capfd):
         os.write(2, b"not a log line\n")
     assert lines == ["W1204 22:00:00.000000   1 hlo_rematerialization.cc:3402] Can't reduce"]
     assert "Can't reduce" in capfd.readouterr().err
+
+
+def test_an_unknown_target_names_the_known_ones_and_the_aliases():
+    from examples.tools.targets import UnknownTarget
+
+    with pytest.raises(
+        UnknownTarget, match=r"'h100-80gb x8'.*also accepted: 'tpu-v5e' \(tpu-v5e:1x1\)"
+    ):
+        compile_plan(make_step(NO_REMAT), W, x_of(32), target="h100")
