@@ -238,3 +238,15 @@ def test_the_warning_the_page_prints_is_the_8b_step_without_remat_at_one_sequenc
     one = next(s for s in rec.largest if s.label == "no remat").tried[1]
     assert (rec.model["name"], p) == ("8b", one)
     assert "Can't reduce memory use below" in line
+
+
+def test_the_tpu_compiler_adds_work_to_the_largest_plan_that_fits():
+    """1B, nothing_saveable, v5e 2x2: the same FLOPs per sequence up to 9, more at 10 (which
+    fits), and 11 refused: the TPU compiler's own recomputation near its limit."""
+    rec = BY_KEY[("tpu-v5e:2x2", "1b")]
+    s = next(s for s in rec.largest if s.label == "nothing_saveable")
+    per_seq = {b: p.flops / b for b, p in s.tried.items() if p.flops}
+    assert (s.batch, s.fail_batch) == (10, 11)
+    assert per_seq[9] / per_seq[2] == pytest.approx(1, abs=0.01)
+    assert per_seq[10] > 1.2 * per_seq[9]
+    assert s.tried[10].fits and s.tried[11].error is not None
