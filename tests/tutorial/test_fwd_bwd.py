@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import pytest
 
 from examples.tools.jaxprs import primitive_counts, remat_primitive_name
+from examples.tutorial import recursive as R
 from examples.tutorial import traced as T
 from examples.tutorial.fwd_bwd import FwdBwd, fwd_bwd
 
@@ -47,14 +48,14 @@ def test_policy_moves_sines_and_cosines_to_the_backward_column():
 
 def test_forward_outputs_are_the_backward_inputs():
     x = jnp.float32(2.0)
-    view = fwd_bwd(T.recursive_checkpoint([jnp.sin] * 8), x)
+    view = fwd_bwd(R.recursive_checkpoint([jnp.sin] * 8), x)
     n_residuals = len(view.forward.jaxpr.outvars) - 1
     assert len(view.backward.jaxpr.invars) == n_residuals + 1  # residuals, then the cotangent
 
 
 @pytest.mark.parametrize("style", ["compact", "jax"])
 def test_both_styles_name_the_same_primitives(style):
-    view = fwd_bwd(T.recursive_checkpoint([jnp.sin] * 4), 3.0, style=style)
+    view = fwd_bwd(R.recursive_checkpoint([jnp.sin] * 4), 3.0, style=style)
     for primitive in ("sin", "cos", remat_primitive_name()):
         assert primitive in view.backward_text
     assert "cos" in view.forward_text
@@ -89,7 +90,7 @@ def test_html_is_escaped_and_marks_remat():
 
 
 def test_html_escapes_angle_brackets_from_jaxpr_text():
-    view = fwd_bwd(T.recursive_checkpoint([jnp.sin] * 4), 3.0)
+    view = fwd_bwd(R.recursive_checkpoint([jnp.sin] * 4), 3.0)
     view.style = "jax"
     # Force markup-like text through the renderer: a literal '<' in the jaxpr text must be escaped.
     original = FwdBwd.forward_text
@@ -118,7 +119,7 @@ def test_a_long_view_folds_behind_a_summary():
     short = fwd_bwd(T.f, *T.chain_inputs())
     assert not short.folded
     assert "<details" not in short._repr_html_()
-    long = fwd_bwd(T.recursive_checkpoint([jnp.sin] * 8), 3.0)
+    long = fwd_bwd(R.recursive_checkpoint([jnp.sin] * 8), 3.0)
     assert max(long.lines) > long.fold_after
     assert long.folded
     page = long._repr_html_()
