@@ -30,8 +30,8 @@ file is also a script (`./noxfile.py -s lint`, or `uv run noxfile.py -s lint`).
 Environments are reused between runs; the install step is skipped while pyproject.toml and the
 session's requirements are unchanged. How the sessions are kept fast (pytest-xdist, the quick
 run, JAX's compilation cache, cheaper machine code in the tests, bytecode under _build/pycache)
-is in CONTRIBUTING.md, "How the sessions are kept fast". With uv installed (`pip install "nox[uv]"`), nox creates
-them with uv, which is much faster; plain pip works too.
+is in CONTRIBUTING.md, "How the sessions are kept fast". With uv installed
+(`pip install "nox[uv]"`), nox creates them with uv, which is much faster; plain pip works too.
 """
 
 from __future__ import annotations

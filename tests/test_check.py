@@ -39,6 +39,7 @@ from examples.check import check_file, check_function, main
 from examples.problems import load_problem, problem_names
 from examples.problems._check_names import CHECK_NAMES
 from examples.problems._checks import prepare, remat3_ignores_function_policies
+from examples.problems._hints import policy_attribute
 from examples.problems._kept import (
     describe_keys,
     parameter_values,
@@ -46,7 +47,6 @@ from examples.problems._kept import (
     residual_listing,
 )
 from examples.problems._process import Tally
-from examples.problems._hints import policy_attribute
 from examples.problems._runner import exception_line, load_solution, run_checks, what_it_did
 from examples.tools.jaxprs import (
     live_equations,

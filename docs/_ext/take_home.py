@@ -237,9 +237,7 @@ def add_note(app: Sphinx, doctree: nodes.document, docname: str) -> None:
         return
     command = install_command(app)
     note = nodes.container("", classes=["remat-run-yourself"])
-    note += nodes.raw(
-        "", f"<details><summary>{html.escape(NOTE_TITLE)}</summary>", format="html"
-    )
+    note += nodes.raw("", f"<details><summary>{html.escape(NOTE_TITLE)}</summary>", format="html")
     note += _paragraph(NOTE_TEXT)
     note += nodes.literal_block(command, command, language="bash")
     note += nodes.raw("", "</details>", format="html")

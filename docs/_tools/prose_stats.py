@@ -14,7 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 
-from examples.tools.prose import LIMIT, prose_stats  # noqa: E402
+from examples.tools.prose import LIMIT, prose_stats
 
 
 def main(argv: list[str]) -> int:

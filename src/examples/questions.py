@@ -129,8 +129,8 @@ def section(docs: Path, page: str, label: str) -> str:
         ),
         None,
     )
-    match = _HEADING.match(lines[heading]) if heading is not None else None
-    if match is None:
+    match = None if heading is None else _HEADING.match(lines[heading])
+    if heading is None or match is None:
         raise LookupError(f"({label})= on {page} is not followed by a heading")
     level = len(match.group(1))
     out = [lines[heading]]

@@ -136,11 +136,13 @@ def _expected_under_the_flag(policy):
     if skips_rules:
         return _kept(policy, False)
     product = _keeps_under_the_flag(policy, lambda W, x: jnp.sum(jnp.sin(W @ x)), W, x)
+
     def named(x):
         return jnp.sum(jnp.sin(jax.ad_checkpoint.checkpoint_name(jnp.sin(x), "hidden")))
 
     name = _keeps_under_the_flag(policy, named, x)
-    assert product in ("nothing", "dot_general") and name in ("nothing", "'hidden'")
+    assert product in ("nothing", "dot_general")
+    assert name in ("nothing", "'hidden'")
     dot = ["dot_general"] * (product != "nothing")
     kept = [*dot, *["'hidden'"] * (name != "nothing"), *dot]
     return ", ".join(kept) or "nothing"
@@ -159,10 +161,13 @@ def test_compared_has_three_answers():
     [
         (1, lambda: n.keep_everything),
         (2, lambda: jax.checkpoint_policies.everything_saveable),
-        (3, lambda: jax.checkpoint_policies.save_from_both_policies(
-            jax.checkpoint_policies.dots_saveable,
-            jax.checkpoint_policies.save_only_these_names("hidden"),
-        )),
+        (
+            3,
+            lambda: jax.checkpoint_policies.save_from_both_policies(
+                jax.checkpoint_policies.dots_saveable,
+                jax.checkpoint_policies.save_only_these_names("hidden"),
+            ),
+        ),
     ],
     ids=["plain function", "everything_saveable", "save_from_both_policies"],
 )

@@ -35,7 +35,8 @@ def test_the_worked_examples_block_is_not_the_problems():
     example = p3.ResidualBlock(4, rngs=nnx.Rngs(0))
     problem = p3.MLP(4, rngs=nnx.Rngs(0))
     assert type(example) is not type(problem)
-    assert hasattr(example, "norm") and not hasattr(problem, "norm")
+    assert hasattr(example, "norm")
+    assert not hasattr(problem, "norm")
 
 
 def _residual_block_f64(h, p):

@@ -48,8 +48,8 @@ def test_the_outer_policy_decides_as_if_the_inner_checkpoint_were_not_there(rema
     # one's included; print_saved_residuals lists that level.
     names = P.save_only_these_names
     for outer, inner in [(names("a", "b"), names("b")), (names("a"), P.nothing_saveable)]:
-        with_inner = _kept(lambda: s.nested(outer, inner), remat3_on)
-        without_inner = _kept(lambda: s.nested(outer, None, inner=False), remat3_on)
+        with_inner = _kept(lambda o=outer, i=inner: s.nested(o, i), remat3_on)
+        without_inner = _kept(lambda o=outer: s.nested(o, None, inner=False), remat3_on)
         assert len(without_inner) > 0
         if remat3_on and not with_inner:
             # jax 0.10.2's jax_remat3 (measured): values inside a nested checkpoint reach no
@@ -169,8 +169,15 @@ def test_kept_bytes_against_a_count_by_hand():
     assert dots["computed"] == 3 * hand["pre_activation"] + hand["scores"]
 
 
-@pytest.mark.parametrize("name", ["nothing_saveable", "dots_saveable", "everything_saveable",
-                                  "dots_with_no_batch_dims_saveable"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "nothing_saveable",
+        "dots_saveable",
+        "everything_saveable",
+        "dots_with_no_batch_dims_saveable",
+    ],
+)
 def test_kept_bytes_agrees_with_jax_residual_listing(name):
     args = policies.model_inputs()
     f = jax.checkpoint(policies.model, policy=getattr(P, name))

@@ -57,7 +57,7 @@ def test_everything_saveable_keeps_what_no_checkpoint_keeps():
     plain = B.layer_residuals(None, SMALL).excluding_arguments()
     everything = _computed(cp.everything_saveable)
     # The same arrays, up to scalar constants the plain trace lists.
-    big = lambda rs: sorted((r.shape, r.nbytes) for r in rs if r.shape)  # noqa: E731
+    big = lambda rs: sorted((r.shape, r.nbytes) for r in rs if r.shape)
     assert big(plain) == big(everything)
 
 

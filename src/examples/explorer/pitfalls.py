@@ -236,12 +236,20 @@ def recomputation_kept(products: dict[str, tuple[int, int]], where: str) -> bool
     return products[where][1] > products["nowhere"][1]
 
 
+def _flops_ratio(step: dict[str, tuple[Residuals, CompiledStats]], where: str) -> float:
+    """XLA's FLOPs at ``where`` over no checkpoint's (XLA:CPU's cost analysis counts both)."""
+    flops, base = step[where][1].flops, step["nowhere"][1].flops
+    if flops is None or base is None:
+        raise ValueError("XLA's cost analysis gave no FLOPs for this step")
+    return flops / base
+
+
 def whole_function_outcome(
     products: dict[str, tuple[int, int]], step: dict[str, tuple[Residuals, CompiledStats]]
 ) -> str:
     """What the training step pays for a checkpoint around the whole loss, on this build: a
     sentence that follows XLA's decision (``step``: ``placement_costs(value_and_grad=True)``)."""
-    ratio = step["whole function"][1].flops / step["nowhere"][1].flops
+    ratio = _flops_ratio(step, "whole function")
     if recomputation_kept(products, "whole function"):
         return (
             f"XLA keeps the second forward pass, so the training step pays {ratio:.2f} times the "
@@ -258,7 +266,7 @@ def memory_against_none(step: dict[str, tuple[Residuals, CompiledStats]], where:
     """XLA's temporary memory at ``where`` against no checkpoint, with its size and its cost:
     "64.0 KiB (7%) less than no checkpoint's 960.0 KiB, for 1.25 times the FLOPs"."""
     temp, base = step[where][1].temp_bytes, step["nowhere"][1].temp_bytes
-    ratio = step[where][1].flops / step["nowhere"][1].flops
+    ratio = _flops_ratio(step, where)
     cost = f"for {ratio:.2f} times the FLOPs"
     if temp == base:
         return f"the same as no checkpoint's ({format_bytes(base)}), {cost}"

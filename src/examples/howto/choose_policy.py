@@ -67,7 +67,8 @@ def gated_block(
     n = models.rms_norm(h)
     gate = checkpoint_name(n @ p["w_gate"], "mlp_gate")
     up = checkpoint_name(n @ p["w_up"], "mlp_up")
-    return h + (jax.nn.silu(gate) * up) @ p["w_down"]
+    out: jax.Array = h + (jax.nn.silu(gate) * up) @ p["w_down"]
+    return out
 
 
 def init(cfg: Config, mlp: Mlp = "gelu") -> tuple[dict[str, jax.Array], jax.Array]:
@@ -343,14 +344,15 @@ def recorded_gpu_trades(
     trades = []
     for run in offload.load_all():
         by_policy = {r.policy: r for r in run.results}
-        if all(label in by_policy and by_policy[label].step for label in labels):
+        steps = {label: by_policy[label].step if label in by_policy else None for label in labels}
+        if all(steps.values()):
             trades.append(
                 RecordedTrade(
                     device=run.runinfo["device"],
                     jax=run.runinfo["jax"],
                     config=run.config,
                     temp_bytes={label: by_policy[label].temp_bytes for label in labels},
-                    time={label: Timing(**by_policy[label].step) for label in labels},
+                    time={label: Timing(**(steps[label] or {})) for label in labels},
                 )
             )
     return trades

@@ -25,7 +25,6 @@ from examples.tools.display import Table
 from examples.tools.jaxprs import walk
 from examples.tools.residuals import saved_residuals
 
-
 #: The deprecation JAX attaches to the Pallas attention module from jax 0.12 on; it points to
 #: tokamax (a separate package of Pallas kernels), which this site does not install.
 PALLAS_DEPRECATION = "jax.experimental.pallas.ops.gpu.attention is deprecated"

@@ -43,7 +43,8 @@ def findings(runs: Sequence[Run]) -> Markdown:
         low, high = min(rates), max(rates)
         parts.append(
             f"Each offload's extra step time is the bytes it copies to the host and back divided "
-            f"by {low / 1e9:.0f} to {high / 1e9:.0f} GB/s, about the rate of a PCIe host link. So the "
+            f"by {low / 1e9:.0f} to {high / 1e9:.0f} GB/s, about the rate of a PCIe host link. "
+            "So the "
             "step took its compute plus the copies: the copies did not overlap with compute at "
             "all. Offload pays only where they do, and only where the bytes moved cost less link "
             "time than their recomputation costs. Divide the bytes by your link's rate, then "

@@ -49,6 +49,7 @@ from examples.tools.display import Table, format_bytes
 from examples.tools.measure import compiled_stats
 from examples.tools.models import Config, block, init_inputs, init_params, scan_loss
 
+
 def one_device_bytes(arrays: Any, device: Any) -> int:
     """Bytes of the shards that ``device`` holds, over every array of a pytree."""
     return sum(
@@ -128,8 +129,15 @@ def partitioner_table(reports: Sequence[StepReport]) -> Table:
         )
         for r in reports
     ]
-    header = ("gather written as", "partitioner", "policy", "temp memory per device",
-              "all-gathers fwd / bwd", "gathered per step", "gathered weights")
+    header = (
+        "gather written as",
+        "partitioner",
+        "policy",
+        "temp memory per device",
+        "all-gathers fwd / bwd",
+        "gathered per step",
+        "gathered weights",
+    )
     return Table(header, rows, align=["left", "left", "left", "right", "right", "right", "left"])
 
 

@@ -396,7 +396,7 @@ def releases_answering(
 ) -> str:
     """The releases whose recorded answer to ``POINTS[point]`` satisfies ``answer``, as
     ``"0.10.2 and 0.11.2"`` (``"none"`` where no record does): the page's "Across releases"."""
-    found = [
+    found: list[str] = [
         r["runinfo"]["jax"]
         for r in records
         if r["facts"].get("remat3_points") and answer(r["facts"]["remat3_points"][point])

@@ -42,9 +42,7 @@ def policy_attribute(function_name: str) -> str:
 
 def _raised_in(err: BaseException, prefix: str) -> bool:
     """Whether a frame of ``err``'s traceback is a function whose name starts with ``prefix``."""
-    return any(
-        frame.name.startswith(prefix) for frame in traceback.extract_tb(err.__traceback__)
-    )
+    return any(frame.name.startswith(prefix) for frame in traceback.extract_tb(err.__traceback__))
 
 
 def _uses_linen(fn: Callable[..., Any] | None) -> bool:

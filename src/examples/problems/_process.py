@@ -192,7 +192,7 @@ def _start_time(pid: int) -> str | None:
 
 def _parents() -> dict[int, int]:
     """pid -> parent pid of every process in ``/proc`` (empty where there is no /proc)."""
-    found = {}
+    found: dict[int, int] = {}
     try:
         names = os.listdir("/proc")
     except OSError:

@@ -133,7 +133,7 @@ def what_it_did(err: BaseException, solution: Solution | None, during: str) -> s
     text = str(err)
     if _memory_limit_mib and (isinstance(err, MemoryError) or "RESOURCE_EXHAUSTED" in text):
         line += f" (the checker allows {_memory_limit_mib} MiB; --memory-limit MIB changes that)"
-    hint = _hint(err, text, solution and solution.fn)
+    hint = _hint(err, text, solution.fn if solution else None)
     return f"{line}; {hint}" if hint else line
 
 

@@ -32,7 +32,8 @@ P = jax.checkpoint_policies
 def inner_block(w: jax.Array, x: jax.Array) -> jax.Array:
     """Two ``sin(w @ x)`` steps, their outputs named ``"a"`` and ``"b"``."""
     a = checkpoint_name(jnp.sin(w @ x), "a")
-    return checkpoint_name(jnp.sin(w @ a), "b")
+    b: jax.Array = checkpoint_name(jnp.sin(w @ a), "b")
+    return b
 
 
 def nested(
@@ -191,9 +192,10 @@ def kept_bytes(f: Callable[..., Any], *args: Any) -> dict[str, int]:
     inputs = jax.tree_util.tree_leaves(args)
     held = {id(a): a for a in jax.tree_util.tree_leaves(backward) if hasattr(a, "nbytes")}
     is_input = [any(a is i for i in inputs) for a in held.values()]
+    pairs = list(zip(held.values(), is_input, strict=True))
     return {
-        "computed": sum(a.nbytes for a, inp in zip(held.values(), is_input) if not inp),
-        "inputs": sum(a.nbytes for a, inp in zip(held.values(), is_input) if inp),
+        "computed": sum(a.nbytes for a, inp in pairs if not inp),
+        "inputs": sum(a.nbytes for a, inp in pairs if inp),
         "arrays": len(held),
     }
 

@@ -13,6 +13,6 @@
 - :mod:`examples.tools.plans`: a step compiled for a target and a policy: the compiler's plan.
 - :mod:`examples.tools.plan_flops`: a step's FLOPs, the compiler's count and its program's.
 - :mod:`examples.tools.plan_records`: plans kept as JSON records; the reference step they check.
-- :mod:`examples.tools.prose`: words of prose and words per sentence of a page, as a reader meets them.
+- :mod:`examples.tools.prose`: a page's words of prose and words per sentence, as read.
 - :mod:`examples.tools.compat`: the few spellings that differ between the JAX releases supported.
 """

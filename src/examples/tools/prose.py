@@ -17,8 +17,23 @@ LIMIT = 25.0
 
 # Fenced blocks whose body is prose: their text counts, their option lines do not.
 PROSE_DIRECTIVES = frozenset(
-    "admonition note tip hint important warning caution attention danger error seealso "
-    "dropdown margin sidebar topic".split()
+    [
+        "admonition",
+        "note",
+        "tip",
+        "hint",
+        "important",
+        "warning",
+        "caution",
+        "attention",
+        "danger",
+        "error",
+        "seealso",
+        "dropdown",
+        "margin",
+        "sidebar",
+        "topic",
+    ]
 )
 ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "vs.", "cf.", "approx.", "no.", "Fig.", "Eq.")
 
@@ -78,11 +93,12 @@ def prose_units(text: str) -> list[str]:
         fence = _FENCE.match(raw)
         if fence:
             marker = fence.group(2)
-            if stack and marker.startswith(stack[-1][0][0]) and len(marker) >= len(stack[-1][0]):
-                if not fence.group(3) and not fence.group(5).strip():
-                    flush()
-                    stack.pop()
-                    continue
+            top = stack[-1][0] if stack else ""
+            closes = bool(top) and marker.startswith(top[0]) and len(marker) >= len(top)
+            if closes and not fence.group(3) and not fence.group(5).strip():
+                flush()
+                stack.pop()
+                continue
             if not stack or stack[-1][1]:
                 flush()
                 name = (fence.group(4) or "").split(":")[0]
@@ -104,10 +120,10 @@ def prose_units(text: str) -> list[str]:
         ):
             flush()
             continue
-        if line.startswith(("+++", "```", ":::", "{", "<")) and not line.startswith("{py:"):
-            if not _ROLE.match(line):
-                flush()
-                continue
+        markup = line.startswith(("+++", "```", ":::", "{", "<")) and not line.startswith("{py:")
+        if markup and not _ROLE.match(line):
+            flush()
+            continue
         if _LIST_ITEM.match(line):
             flush()
             line = _LIST_ITEM.sub("", line, count=1)
