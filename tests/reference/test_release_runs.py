@@ -5,28 +5,20 @@ from __future__ import annotations
 
 import copy
 
+from reference._helpers import series as release_series
+
 from examples.reference import release_runs
 
 
-def _series(record, values):
-    out = []
-    for version, (key, value) in values:
-        data = copy.deepcopy(record)
-        data["runinfo"]["jax"] = version
-        data["facts"][key] = value
-        out.append(data)
-    return out
-
-
 def test_one_row_per_release_with_the_seconds_it_took(record):
-    series = _series(record, [("0.6.2", ("remat3", None)), ("0.7.2", ("remat3", "hi"))])
+    series = release_series(record, [("0.6.2", ("remat3", None)), ("0.7.2", ("remat3", "hi"))])
     assert release_runs.releases_table(series).column("jax") == ["`0.6.2`", "`0.7.2`"]
     assert release_runs.total_seconds(series) == 20.0
     assert release_runs.releases_table(series).column("in all") == ["10 s", "10 s"]
 
 
 def test_machine_text_names_the_cpus_and_the_load_range(record):
-    series = _series(record, [("0.6.2", ("remat3", None)), ("0.7.2", ("remat3", None))])
+    series = release_series(record, [("0.6.2", ("remat3", None)), ("0.7.2", ("remat3", None))])
     series[1]["machine"] = {**series[1]["machine"], "load_15min": 4.0}
     assert release_runs.machine_text(series) == (
         "2 CPUs (some CPU), 15-minute load average 1.5 to 4.0 as each release finished"

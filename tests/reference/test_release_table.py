@@ -8,24 +8,15 @@ import re
 
 import pytest
 from builtsite import ROOT
+from reference._helpers import series as release_series
 
 from examples.reference import release_table, releases
 
 # --- rendering ------------------------------------------------------------------------------------
 
 
-def _series(record, values):
-    out = []
-    for version, (key, value) in values:
-        data = copy.deepcopy(record)
-        data["runinfo"]["jax"] = version
-        data["facts"][key] = value
-        out.append(data)
-    return out
-
-
 def test_runs_and_changes_name_the_releases_around_a_change(record):
-    series = _series(
+    series = release_series(
         record,
         [
             ("0.6.2", ("remat_is_checkpoint", True)),
@@ -40,7 +31,7 @@ def test_runs_and_changes_name_the_releases_around_a_change(record):
 
 
 def test_a_list_change_names_what_was_added_and_removed(record):
-    series = _series(
+    series = release_series(
         record, [("0.6.2", ("policy_names", ["a", "b"])), ("0.7.2", ("policy_names", ["b", "c"]))]
     )
     (change,) = [c for c in release_table.changes(series) if c.fact == "policy_names"]
@@ -51,7 +42,7 @@ def test_a_difference_row_never_shows_two_equal_cells(record):
     # Two lists of names of one length print alike as counts; the row says which names differ.
     here = copy.deepcopy(record["facts"])
     here["policy_names"] = ["a", "b"]
-    series = _series(record, [("0.6.2", ("policy_names", ["a", "c"]))])
+    series = release_series(record, [("0.6.2", ("policy_names", ["a", "c"]))])
     table = release_table.differences(series, here)
     (row,) = [r for r in table.rows if r[0].startswith("names in `jax.checkpoint_policies`")]
     assert row[2] == "2 names: also `c`; not `b`"
@@ -61,7 +52,7 @@ def test_a_difference_row_never_shows_two_equal_cells(record):
 
 
 def test_tables_cover_every_fact_and_release(record):
-    series = _series(record, [("0.6.2", ("remat3", None)), ("0.7.2", ("remat3", "hi"))])
+    series = release_series(record, [("0.6.2", ("remat3", None)), ("0.7.2", ("remat3", "hi"))])
     table = release_table.facts_table(series)
     assert len(table.rows) == len(release_table.FACTS) == len(releases.FACT_KEYS)
     assert {f.key for f in release_table.FACTS} == set(releases.FACT_KEYS)

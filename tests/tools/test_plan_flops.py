@@ -8,25 +8,12 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 import pytest
+from tools._plan_steps import W, make_step
 
 from examples.howto import fit_model as fm
 from examples.tools.plan_flops import step_flops
 from examples.tools.plans import NO_REMAT, compile_plan
 
-
-def make_step(policy):
-    def loss(w, x):
-        def layer(h, wi):
-            return jnp.tanh(h @ wi), None
-
-        if policy is not NO_REMAT:
-            layer = jax.checkpoint(layer, policy=policy)
-        return jnp.sum(jax.lax.scan(layer, x, w)[0] ** 2)
-
-    return jax.grad(loss)
-
-
-W = jax.ShapeDtypeStruct((3, 64, 64), jnp.float32)
 X = jax.ShapeDtypeStruct((32, 64), jnp.float32)
 
 

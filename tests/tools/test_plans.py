@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
+from tools._plan_steps import W, make_step
 
 from examples.tools import compat
 from examples.tools import plans as plans_module
@@ -20,21 +21,6 @@ TPU_OOM = (
     "required for HLO temporaries (30.00G) exceeds available HBM (15.75G). HLO module: jit_f.\n"
     "See https://openxla.org/xla/errors/error_1000 for more details."
 )
-
-
-def make_step(policy):
-    def loss(w, x):
-        def layer(h, wi):
-            return jnp.tanh(h @ wi), None
-
-        if policy is not NO_REMAT:
-            layer = jax.checkpoint(layer, policy=policy)
-        return jnp.sum(jax.lax.scan(layer, x, w)[0] ** 2)
-
-    return jax.grad(loss)
-
-
-W = jax.ShapeDtypeStruct((3, 64, 64), jnp.float32)
 
 
 def x_of(batch):
