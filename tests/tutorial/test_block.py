@@ -104,7 +104,10 @@ def _grad(policy, params, x):
 
 
 @pytest.mark.parametrize(
-    "policy", [None, *B.policies().values(), B.keep_weight_products], ids=lambda p: repr(p)[:40]
+    "policy",
+    [None, *B.policies().values(), B.keep_weight_products],
+    # Named, not repr'd: a function's repr holds its address, which differs between xdist workers.
+    ids=lambda p: "no checkpoint" if p is None else getattr(p, "__name__", type(p).__name__),
 )
 def test_gradients_match_a_float64_reference(policy):
     params, x = B.block_inputs(SMALL)
