@@ -179,8 +179,11 @@ def write_index(app: Sphinx, exception: Exception | None) -> None:
     }
     keywords = load_keywords()
     known = {f"{p}#{a}" if a else p for p, found in pages.items() for a, _, _ in found}
-    for missing in sorted(set(keywords) - known):
-        logger.warning("search_keywords.toml names %s, which is no section of the site", missing)
+    # A section of a page this build has, but not under that anchor: a renamed label. (A small
+    # site built from the project's conf.py, as some tests do, lacks the pages: no warning then.)
+    missing = {k for k in set(keywords) - known if k.split("#")[0] in app.env.found_docs}
+    for key in sorted(missing):
+        logger.warning("search_keywords.toml names %s, which is no section of the site", key)
     index = build_index(pages, lang.stem, set(lang.stopwords), keywords)
     out = Path(app.outdir) / "_static" / INDEX_FILE
     text = json.dumps(index, separators=(",", ":"), ensure_ascii=False)
