@@ -19,25 +19,34 @@ _POSITIONAL = re.compile(
     r"\b(checkpoint|remat)\(\) takes .*positional arguments? but \d+ were given"
 )
 #: ``dots_with_no_batch_dims_saveable() missing 1 required positional argument: 'prim'``
-_CALLED_POLICY = re.compile(r"(\w+)\(\) missing \d required positional arguments?: 'prim'")
+# "dots_saveable() missing ..." where a policy is a function; "DotsSaveable.__call__() missing ..."
+# where it is an object (jax 0.6 to 0.10: the dots policies are instances of a class).
+_CALLED_POLICY = re.compile(
+    r"(?:(\w+)\.__call__|(\w+))\(\) missing \d required positional arguments?: 'prim'"
+)
 
 
-def policy_attribute(function_name: str) -> str:
+def policy_attribute(function_name: str, class_name: str | None = None) -> str:
     """The name under which the installed ``jax.checkpoint_policies`` offers the policy whose
     function is called ``function_name`` (on jax 0.5.0 the function behind
     ``dots_with_no_batch_dims_saveable`` is called ``dot_with_no_batch_dims_saveable``, a name
-    the namespace lacks). The first of its names that is not a ``checkpoint_*`` alias."""
+    the namespace lacks), or, for a policy that is an object, whose class is ``class_name``. The
+    first of its names that is not a ``checkpoint_*`` alias; where one class holds several
+    policies (jax 0.10.2's ``DotsSaveable``), those names joined by "or"."""
     import jax
 
-    names = [
-        name
-        for name, value in vars(jax.checkpoint_policies).items()
-        if name == function_name or getattr(value, "__name__", None) == function_name
-    ]
+    def matches(name: str, value: object) -> bool:
+        if class_name is not None:
+            return type(value).__name__ == class_name
+        return name == function_name or getattr(value, "__name__", None) == function_name
+
+    names = [name for name, value in vars(jax.checkpoint_policies).items() if matches(name, value)]
     if function_name in names:
         return function_name
     plain = [name for name in names if not name.startswith("checkpoint_")]
-    return (plain or names or [function_name])[0]
+    if class_name is not None and len(plain) > 1:
+        return " or ".join(sorted(plain))
+    return (plain or names or [class_name or function_name])[0]
 
 
 def _raised_in(err: BaseException, prefix: str) -> bool:
@@ -56,11 +65,12 @@ def hint(err: BaseException, text: str, fn: Callable[..., Any] | None = None) ->
     message, which the line keeps."""
     called = _CALLED_POLICY.search(text)
     if isinstance(err, TypeError) and called:
-        name = policy_attribute(called[1])
+        name = policy_attribute(called[2] or "", called[1])
+        policy = " or ".join(f"jax.checkpoint_policies.{n}" for n in name.split(" or "))
         return (
             f"a checkpoint policy was called with no arguments: {name} is itself the policy, "
             "which JAX calls once per operation; pass it without (), "
-            f"policy=jax.checkpoint_policies.{name} (only the save_* factories, such as "
+            f"policy={policy} (only the save_* factories, such as "
             "save_only_these_names('name'), are called, to make a policy)"
         )
     if (
