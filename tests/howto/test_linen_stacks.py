@@ -45,7 +45,7 @@ def test_depth_study_claims():
 
 
 @pytest.mark.cpu_figures
-def test_unrolled_the_barrier_keeps_at_least_the_saving_and_the_verdict_says_so():
+def test_unrolled_the_verdict_says_what_the_barrier_did_to_the_memory():
     # The page's rule: prevent_cse=False only with unroll=1. Unrolled, only the barrier can keep
     # the recomputation apart; whether it does is the release's (jax 0.12: without it the step
     # needs as much as no remat, with it less; jax 0.10.2: as much either way), so the page's
@@ -59,8 +59,10 @@ def test_unrolled_the_barrier_keeps_at_least_the_saving_and_the_verdict_says_so(
         "nn.scan(nn.remat(MLPBlock), unroll=4)",
     ]
     plain, bare, kept = temps.values()
-    assert kept <= bare  # the barrier never costs memory here (jax 0.10.2: all three equal)
     verdict = barrier_verdict(bare, kept, plain)
+    # Whether the barrier costs memory is the release's too (jax 0.10.2: all three equal; jax
+    # 0.7.2: with it the step needs 8.92 MB against 8.66 MB without), and the verdict says which.
+    assert ("the barrier cost memory" in verdict) == (kept > bare)
     assert ("lost the whole saving" in verdict) == (kept < bare and bare >= plain)
     assert ("made no difference" in verdict) == (kept == bare)
     # Rolled (unroll=1), prevent_cse=False keeps the saving: test_checkpointed_scan_uses_less_...
