@@ -81,3 +81,15 @@ def test_jit_inlined_looks_inside_a_jit_that_a_checkpoint_wraps(mode):
     # Inside it, the policy keeps the first product, which sin's derivative reads (the second
     # product's output is read by nothing).
     assert [(r.detail, r.shape) for r in after] == [("dot_general", (2, 3))], after
+
+
+def test_config_value_sets_an_option_in_its_block_and_restores_it_on_any_exit():
+    from examples.tools.jaxprs import config_value
+
+    before = jax.config.jax_enable_checks
+    with config_value("jax_enable_checks", not before):
+        assert jax.config.jax_enable_checks is (not before)
+    assert jax.config.jax_enable_checks is before
+    with pytest.raises(KeyError), config_value("jax_enable_checks", not before):
+        raise KeyError("inside")
+    assert jax.config.jax_enable_checks is before

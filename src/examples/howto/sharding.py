@@ -46,6 +46,7 @@ from examples.howto.fsdp_step import (
     report,
 )
 from examples.tools.display import Table, format_bytes
+from examples.tools.jaxprs import config_value
 from examples.tools.measure import compiled_stats
 from examples.tools.models import Config, block, init_inputs, init_params, scan_loss
 
@@ -90,12 +91,8 @@ def default_partitioner() -> str:
 @contextlib.contextmanager
 def partitioner(name: str) -> Iterator[None]:
     """Compile under XLA's ``name`` partitioner (a key of :data:`PARTITIONERS`), then restore."""
-    before = jax.config.jax_use_shardy_partitioner
-    jax.config.update("jax_use_shardy_partitioner", PARTITIONERS[name])
-    try:
+    with config_value("jax_use_shardy_partitioner", PARTITIONERS[name]):
         yield
-    finally:
-        jax.config.update("jax_use_shardy_partitioner", before)
 
 
 def by_partitioner(

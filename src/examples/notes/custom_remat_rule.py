@@ -17,6 +17,7 @@ import numpy as np
 
 from examples.notes.remat3_check import remat3_flag as remat3
 from examples.tools.display import Table
+from examples.tools.jaxprs import config_value
 from examples.tools.residuals import Residuals, saved_residuals
 
 #: The config option of the ``custom_vjp`` implementation that custom remat rules need.
@@ -31,12 +32,8 @@ def custom_rule_available() -> bool:
 @contextlib.contextmanager
 def custom_vjp3_flag(enabled: bool) -> Iterator[None]:
     """Set ``jax_custom_vjp3`` inside the block; put back the value found on entry."""
-    before = bool(getattr(jax.config, CUSTOM_VJP3))
-    try:
-        jax.config.update(CUSTOM_VJP3, enabled)
+    with config_value(CUSTOM_VJP3, enabled):
         yield
-    finally:
-        jax.config.update(CUSTOM_VJP3, before)
 
 
 def sin_keeping_its_cosine() -> Callable[[jax.Array], jax.Array]:

@@ -25,7 +25,7 @@ from examples.notes.remat3_check import nnx_case as nnx_case
 from examples.notes.remat3_check import remat3_flag as remat3
 from examples.notes.remat3_check import scan_transformer_case as scan_transformer_case
 from examples.tools.display import Table, format_bytes
-from examples.tools.jaxprs import traced_remat_sites
+from examples.tools.jaxprs import config_value, traced_remat_sites
 from examples.tools.residuals import Residuals, saved_residuals
 from examples.tutorial.traced import layer
 
@@ -130,15 +130,10 @@ def barrier_operands(remat3_on: bool, no_cotangents: bool = False) -> int | None
     where the release lacks that flag."""
     if not hasattr(jax.config, NO_COTANGENTS):
         return None
-    before = bool(getattr(jax.config, NO_COTANGENTS))
-    try:
-        jax.config.update(NO_COTANGENTS, no_cotangents)
-        with remat3(remat3_on):
-            f = jax.checkpoint(lambda x: jnp.sin(jnp.sin(x)))
-            backward = jax.jit(lambda x, cotangent: jax.vjp(f, x)[1](cotangent)[0])
-            text = backward.lower(1.0, 2.0).as_text()
-    finally:
-        jax.config.update(NO_COTANGENTS, before)
+    with config_value(NO_COTANGENTS, no_cotangents), remat3(remat3_on):
+        f = jax.checkpoint(lambda x: jnp.sin(jnp.sin(x)))
+        backward = jax.jit(lambda x, cotangent: jax.vjp(f, x)[1](cotangent)[0])
+        text = backward.lower(1.0, 2.0).as_text()
     count = 0
     for line in text.splitlines():
         if "stablehlo.optimization_barrier" in line:

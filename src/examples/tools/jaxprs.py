@@ -212,6 +212,18 @@ def remat3_enabled() -> bool:
 
 
 @contextlib.contextmanager
+def config_value(name: str, value: Any) -> Iterator[None]:
+    """Set the JAX config option ``name`` to ``value`` inside the block; put back the value found
+    on entry on every exit, an exception's included."""
+    before = getattr(jax.config, name)
+    jax.config.update(name, value)
+    try:
+        yield
+    finally:
+        jax.config.update(name, before)
+
+
+@contextlib.contextmanager
 def remat3(enabled: bool = True) -> Iterator[None]:
     """Trace with ``jax_remat3`` set to ``enabled`` inside the block; restore it afterwards.
 
@@ -219,12 +231,8 @@ def remat3(enabled: bool = True) -> Iterator[None]:
     """
     if not remat3_available():
         raise RuntimeError(f"jax {jax.__version__} has no jax_remat3 flag")
-    before = remat3_enabled()
-    jax.config.update("jax_remat3", enabled)
-    try:
+    with config_value("jax_remat3", enabled):
         yield
-    finally:
-        jax.config.update("jax_remat3", before)
 
 
 def remat_primitive_name() -> str:
