@@ -139,6 +139,11 @@ html_theme_options = {
     "home_page_in_toc": True,
     "show_toc_level": 2,
     "navigation_with_keys": False,
+    # pydata-sphinx-theme 0.20 puts a search field in its own header unless this is set, and the
+    # book theme shows that header above its own: two search fields on a desktop, one in the
+    # header and one in the sidebar. The sidebar's (desktop) and the article header's button
+    # (phone) remain.
+    "navbar_persistent": [],
 }
 # Launch buttons (the rocket in a notebook page's header). Binder opens the page's MyST source in
 # JupyterLab, in an environment built from binder/ (the package, matplotlib, myst-nb for glue and

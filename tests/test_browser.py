@@ -111,9 +111,8 @@ def browser():
 
 
 def _context(browser, scheme: str, **options):
-    return browser.new_context(
-        viewport={"width": 1280, "height": 900}, color_scheme=scheme, **options
-    )
+    options = {"viewport": {"width": 1280, "height": 900}, **options}
+    return browser.new_context(color_scheme=scheme, **options)
 
 
 @pytest.fixture
@@ -515,3 +514,26 @@ def test_header_icons_are_drawn(page, visit, base_url):
         assert drawn["content"] not in {"none", "normal", '""'}, drawn
         assert "Font Awesome" in drawn["font"], drawn
     assert page.evaluate("document.fonts.check('900 16px \"Font Awesome 7 Free\"')")
+
+
+@pytest.mark.parametrize(
+    ("width", "height", "where"),
+    [(1280, 900, ".bd-sidebar-primary"), (390, 844, ".bd-header-article")],
+    ids=["desktop", "phone"],
+)
+def test_one_search_control_on_screen_and_it_opens_the_search(
+    new_page, visit, base_url, width, height, where
+):
+    """One search control in sight (pydata-sphinx-theme 0.20's own header, with a second search
+    field above the book theme's page, is left empty in conf.py): the sidebar's field on a wide
+    screen, the article header's button on a phone. It opens the search dialog."""
+    page = new_page(viewport={"width": width, "height": height})
+    visit(page, base_url + "index.html")
+    shown = page.locator(".search-button-field:visible, .search-button:visible")
+    boxes = [shown.nth(i).bounding_box() for i in range(shown.count())]
+    on_screen = [i for i, box in enumerate(boxes) if box and box["width"] > 0 and box["y"] < height]
+    assert len(on_screen) == 1, boxes
+    control = shown.nth(on_screen[0])
+    assert control.evaluate(f"el => el.closest('{where}') !== null")
+    control.click()
+    page.locator("#pst-search-dialog input[name=q]").wait_for(state="visible", timeout=5_000)
