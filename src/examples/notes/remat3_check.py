@@ -16,7 +16,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -25,7 +25,7 @@ import numpy as np
 
 from examples.tools import compat
 from examples.tools.display import format_bytes
-from examples.tools.jaxprs import traced_remat_sites
+from examples.tools.jaxprs import remat3, remat3_available, traced_remat_sites
 from examples.tools.measure import compile_for_analysis
 from examples.tools.residuals import Residual, Residuals, saved_residuals
 
@@ -35,23 +35,16 @@ _UNSET: Any = object()
 
 def flag_available() -> bool:
     """Whether the installed JAX has the ``jax_remat3`` config option (added in jax 0.10)."""
-    return hasattr(jax.config, FLAG)
+    return remat3_available()
 
 
-@contextlib.contextmanager
-def remat3_flag(enabled: bool) -> Iterator[None]:
+def remat3_flag(enabled: bool) -> contextlib.AbstractContextManager[None]:
     """Set ``jax_remat3`` to ``enabled`` inside the block; put back the value found on entry.
 
-    The value is restored on every exit, an exception (``KeyboardInterrupt`` included) too.
+    The value is restored on every exit, an exception (``KeyboardInterrupt`` included) too. The
+    package's one context manager for the flag, :func:`examples.tools.jaxprs.remat3`, does it.
     """
-    if not flag_available():
-        raise RuntimeError(f"jax {jax.__version__} has no {FLAG} config option")
-    before = bool(getattr(jax.config, FLAG))
-    try:
-        jax.config.update(FLAG, enabled)
-        yield
-    finally:
-        jax.config.update(FLAG, before)
+    return remat3(enabled)
 
 
 def policy_kind(policy: Any) -> str:

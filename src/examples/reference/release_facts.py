@@ -17,6 +17,7 @@ from jax.ad_checkpoint import checkpoint_name
 
 from examples.notes import remat3 as next_remat
 from examples.tools import compat, measure
+from examples.tools.jaxprs import remat3, remat3_available
 from examples.tutorial import traced as tutorial
 
 
@@ -146,14 +147,10 @@ def except_names_bytes() -> dict[str, int]:
 
 def remat3_primitive() -> str | None:
     """What ``jax.checkpoint`` traces to under ``jax_remat3``; ``None`` without the flag."""
-    if not hasattr(jax.config, "jax_remat3"):
+    if not remat3_available():
         return None
-    before = bool(jax.config.jax_remat3)
-    jax.config.update("jax_remat3", True)
-    try:
+    with remat3(True):
         return remat_primitive()
-    finally:
-        jax.config.update("jax_remat3", before)
 
 
 def checkpoint_keywords() -> list[str]:
