@@ -357,7 +357,7 @@ def test_the_cotangent_flag_takes_the_cotangent_out_of_the_barrier():
     # cotangent: both are pinned, then x alone.
     if not hasattr(jax.config, n.NO_COTANGENTS):
         assert n.barrier_operands(True) is None
-        pytest.skip(f"jax {jax.__version__} has no {n.NO_COTANGENTS} flag")
+        pytest.skip(f"jax {jax.__version__} has no {n.NO_COTANGENTS} (jax 0.12 has)")
     assert n.NO_COTANGENTS in " ".join(jax.checkpoint.__doc__.split())
     assert jax.config.jax_remat_barrier_no_cotangents is False  # off by default
     assert n.barrier_operands(False) == n.barrier_operands(True) == 2
